@@ -1,0 +1,1 @@
+"""Annotators: the judge panel (multi-model cross-scoring, routing) and the Label Studio bridge."""

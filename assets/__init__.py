@@ -1,0 +1,1 @@
+"""One thin Dagster asset module per stage; the logic lives in the library packages."""

@@ -1,0 +1,78 @@
+"""Metadata and checks every stage asset shares: previews, counts, schema and id checks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ptfactory.errors import SchemaError
+from storage.schema import validate_table
+
+__all__ = ["counts_md", "decision_counts", "preview_md", "schema_check", "unique_ids_check"]
+
+_PREVIEW_CHARS = 120
+
+
+def _cell(text: object) -> str:
+    value = "" if text is None else str(text)
+    value = value.replace("\n", " ").replace("|", "\\|")
+    return value if len(value) <= _PREVIEW_CHARS else value[: _PREVIEW_CHARS - 1] + "…"
+
+
+def preview_md(table: pa.Table, rows: int = 5) -> dg.MetadataValue:
+    """The first rows as a markdown table: id, kind, prompt, response, last decision."""
+    lines = ["| sample_id | kind | prompt | response | last decision |", "|---|---|---|---|---|"]
+    for row in table.slice(0, rows).to_pylist():
+        messages = row.get("messages") or []
+        prompt = next((m["content"] for m in messages if m["role"] == "user"), "")
+        answer = next((m["content"] for m in reversed(messages) if m["role"] == "assistant"), "")
+        trail = row.get("decisions") or []
+        last = f"{trail[-1]['stage']}: {trail[-1]['verdict']} ({trail[-1]['reason']})" if trail else ""
+        lines.append(
+            f"| `{row['sample_id'][:12]}` | {row['kind']} | {_cell(prompt)} | {_cell(answer)} | {_cell(last)} |"
+        )
+    return dg.MetadataValue.md("\n".join(lines))
+
+
+def counts_md(counts: Counter[str] | dict[str, int], header: str = "value") -> dg.MetadataValue:
+    lines = [f"| {header} | rows |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return dg.MetadataValue.md("\n".join(lines))
+
+
+def decision_counts(table: pa.Table, stage: str) -> Counter[str]:
+    """``verdict:reason`` counts of the decisions ``stage`` made."""
+    counts: Counter[str] = Counter()
+    for trail in table.column("decisions").to_pylist():
+        for decision in trail or []:
+            if decision["stage"] == stage:
+                counts[f"{decision['verdict']}:{decision['reason']}"] += 1
+    return counts
+
+
+def schema_check(table: pa.Table, asset: str) -> dg.AssetCheckResult:
+    try:
+        validate_table(table)
+    except SchemaError as exc:
+        return dg.AssetCheckResult(
+            check_name=f"{asset}_schema_valid", passed=False, metadata={"error": str(exc)}
+        )
+    return dg.AssetCheckResult(check_name=f"{asset}_schema_valid", passed=True)
+
+
+def unique_ids_check(table: pa.Table, asset: str) -> dg.AssetCheckResult:
+    ids = table.column("sample_id")
+    distinct = pc.count_distinct(ids).as_py() if table.num_rows else 0
+    return dg.AssetCheckResult(
+        check_name=f"{asset}_unique_ids",
+        passed=distinct == table.num_rows,
+        metadata={"rows": table.num_rows, "distinct_ids": distinct},
+    )
+
+
+def check_specs(asset: str, names: Iterable[str]) -> list[dg.AssetCheckSpec]:
+    return [dg.AssetCheckSpec(f"{asset}_{name}", asset=asset) for name in names]

@@ -1,0 +1,68 @@
+"""``sft_dataset``: publishes a new immutable version from every batch so far."""
+
+
+import dagster as dg
+import pyarrow as pa
+
+from assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
+from pipelines.resources import FactoryResource
+from storage.assemble import assemble_sft
+from storage.versions import DatasetStore
+
+
+def _verified_check(datasets: DatasetStore, ref: str, asset: str) -> dg.AssetCheckResult:
+    try:
+        datasets.verify(ref)
+    except Exception as exc:  # noqa: BLE001 - any failure to verify is a failed check, with its message
+        return dg.AssetCheckResult(check_name=f"{asset}_shards_verified", passed=False,
+                                   metadata={"error": str(exc)})
+    return dg.AssetCheckResult(check_name=f"{asset}_shards_verified", passed=True)
+
+
+@dg.asset(
+    ins={"seed_tasks": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())},
+    group_name="publish",
+    kinds={"parquet"},
+    check_specs=check_specs("sft_dataset", ["schema_valid", "unique_ids", "shards_verified"]),
+)
+def sft_dataset(
+    context: dg.AssetExecutionContext, factory: FactoryResource, seed_tasks: pa.Table  # type: ignore[type-arg]
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """The SFT dataset: a new version under PTF_HOME/datasets/<name>/v<N>/ when the rows changed.
+
+    Built from every batch so far; identical rows and config republish nothing (the run
+    reports the existing version).
+    """
+    config = factory.config
+    assembled = assemble_sft(seed_tasks)
+    datasets = factory.datasets()
+    result = datasets.publish(
+        config.datasets.sft,
+        assembled.table,
+        kind="sft",
+        config_hash=config.config_hash(),
+        shard_rows=config.storage.shard_rows,
+        dagster_run_id=context.run.run_id,
+        batches=assembled.batches,
+    )
+    manifest = result.manifest
+    published = datasets.read(manifest.ref) if result.created else assembled.table
+    return dg.MaterializeResult(
+        metadata={
+            "version": dg.MetadataValue.text(manifest.ref),
+            "created": dg.MetadataValue.bool(result.created),
+            "path": dg.MetadataValue.path(result.path),
+            "dagster/row_count": dg.MetadataValue.int(manifest.rows),
+            "rows_added": dg.MetadataValue.int(manifest.rows_added),
+            "rows_removed": dg.MetadataValue.int(manifest.rows_removed),
+            "shards": dg.MetadataValue.int(len(manifest.shards)),
+            "batches": dg.MetadataValue.text(", ".join(manifest.batches)),
+            "left_out": counts_md(assembled.skipped, "reason"),
+            "preview": preview_md(published),
+        },
+        check_results=[
+            schema_check(published, "sft_dataset"),
+            unique_ids_check(published, "sft_dataset"),
+            _verified_check(datasets, manifest.ref, "sft_dataset"),
+        ],
+    )

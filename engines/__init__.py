@@ -1,0 +1,1 @@
+"""LLM inference backends behind one interface, and the content-addressed response cache."""

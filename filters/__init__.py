@@ -1,0 +1,1 @@
+"""Filters: dedup, execution validation, difficulty; typed configs and pure functions over Arrow tables."""

@@ -1,0 +1,1 @@
+"""Generation: seed loading and generation methods with their Jinja prompt templates."""

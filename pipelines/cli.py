@@ -1,0 +1,307 @@
+"""``ptf``: the factory's command line.
+
+Run from anywhere inside a project (a folder with dagster.yaml or factory.yaml): the
+CLI works from the project root, so the Dagster instance and ``.ptf/`` are the same
+ones ``ptf ui`` shows. Exit codes: 0 ok, 1 failure, 2 bad input (fix the input).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ptfactory.errors import FactoryError
+from ptfactory.home import project_root
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="ptf",
+    help="ptfactory: seeds in, versioned and traceable SFT / preference datasets out.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+datasets_app = typer.Typer(help="List, inspect, tag and reindex published dataset versions.", no_args_is_help=True)
+app.add_typer(datasets_app, name="datasets")
+
+out = Console()
+err = Console(stderr=True)
+_CWD = Path.cwd()
+
+_DEFAULT_INSTANCE_YAML = """\
+storage:
+  sqlite:
+    base_dir: {base}/storage
+local_artifact_storage:
+  module: dagster._core.storage.root
+  class: LocalArtifactStorage
+  config:
+    base_dir: {base}
+compute_logs:
+  module: dagster._core.storage.local_compute_log_manager
+  class: LocalComputeLogManager
+  config:
+    base_dir: {base}/logs
+telemetry:
+  enabled: false
+"""
+
+
+def user_path(value: Path) -> Path:
+    """Paths on the command line are relative to where the user typed them, not the project root."""
+    return value if value.is_absolute() else (_CWD / value).resolve()
+
+
+@app.callback()
+def _enter_project() -> None:
+    """Work from the project root with its Dagster instance."""
+    home = os.environ.get("PTF_HOME")
+    if home and "://" not in home and not Path(home).is_absolute():
+        os.environ["PTF_HOME"] = str((_CWD / home).resolve())
+    root = project_root(_CWD)
+    os.chdir(root)
+    if not os.environ.get("DAGSTER_HOME"):
+        if (root / "dagster.yaml").is_file():
+            os.environ["DAGSTER_HOME"] = str(root)
+        else:
+            instance = root / ".ptf" / "dagster"
+            instance.mkdir(parents=True, exist_ok=True)
+            config = instance / "dagster.yaml"
+            if not config.exists():
+                config.write_text(_DEFAULT_INSTANCE_YAML.format(base=instance))
+            os.environ["DAGSTER_HOME"] = str(instance)
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _datasets() -> Any:
+    from storage.versions import DatasetStore
+
+    return DatasetStore()
+
+
+# ---- run ------------------------------------------------------------------------------------
+
+
+@app.command()
+def run(
+    seeds: Annotated[Path, typer.Option("--seeds", help="a .jsonl/.parquet seed file, or a folder of them")],
+    config: Annotated[Path, typer.Option("--config", help="factory.yaml to use")] = Path("factory.yaml"),
+    batch: Annotated[str | None, typer.Option(help="batch (partition) name; default: <seeds>-<content hash>")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the outcome as JSON")] = False,
+) -> None:
+    """Add SEEDS as a new batch and materialize the whole graph for it, in-process.
+
+    The seeds are validated first: a bad file stops here (exit 2) with the file, line and
+    field, and nothing is published. The run is recorded in the project's Dagster
+    instance (see it with `ptf ui`). Rerunning the same seeds is idempotent.
+    """
+    from pipelines.runner import run_batch
+
+    config_path = user_path(config) if config != Path("factory.yaml") else project_root() / "factory.yaml"
+    if config != Path("factory.yaml") and not config_path.exists():
+        raise typer.BadParameter(f"config file {config_path} does not exist", param_hint="--config")
+    outcome = run_batch(user_path(seeds), config_path, batch, console=err)
+    if as_json:
+        _print_json(outcome.__dict__)
+    if not outcome.success:
+        err.print(f"[red]run {outcome.run_id} failed[/]: " + "; ".join(outcome.errors))
+        raise typer.Exit(1)
+    if not as_json:
+        for asset, meta in outcome.materializations.items():
+            if "version" in meta:
+                state = "published" if meta.get("created") else "unchanged, still"
+                out.print(f"{asset}: {state} [bold]{meta['version']}[/] ({meta.get('dagster/row_count')} rows)")
+                out.print(f"  {meta.get('path')}")
+        out.print(f"run {outcome.run_id} succeeded; see it with `ptf ui`")
+
+
+# ---- datasets -------------------------------------------------------------------------------
+
+
+@datasets_app.command("list")
+def datasets_list(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """Every dataset and version, newest last, with rows, parent and aliases."""
+    store = _datasets()
+    rows = []
+    for name in store.names():
+        aliases = store.aliases(name)
+        for version in store.versions(name):
+            manifest = store.manifest(name, version)
+            rows.append({
+                "dataset": name, "version": f"v{version}", "kind": manifest.kind, "rows": manifest.rows,
+                "parent": f"v{manifest.parent}" if manifest.parent else None,
+                "added": manifest.rows_added, "removed": manifest.rows_removed,
+                "aliases": sorted(a for a, v in aliases.items() if v == version),
+                "created_at": manifest.created_at, "path": store.version_dir(name, version),
+            })
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        out.print("no datasets published yet; run `ptf run --seeds PATH`")
+        return
+    table = Table("dataset", "version", "kind", "rows", "parent", "+/-", "aliases", "created")
+    for r in rows:
+        table.add_row(r["dataset"], r["version"], r["kind"], str(r["rows"]), r["parent"] or "",
+                      f"+{r['added']}/-{r['removed']}", ", ".join(r["aliases"]), r["created_at"])
+    out.print(table)
+
+
+@datasets_app.command("show")
+def datasets_show(
+    ref: Annotated[str, typer.Argument(help="NAME@VERSION: vN, latest or an alias")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the manifest as JSON")] = False,
+) -> None:
+    """One version's manifest: rows, lineage to its parent, shards with sha256, stats."""
+    store = _datasets()
+    manifest = store.resolve(ref)
+    aliases = sorted(a for a, v in store.aliases(manifest.name).items() if v == manifest.version)
+    runs = store.catalog.query(
+        "SELECT run_id, kind, model, output_dir, created_at FROM training_runs "
+        "WHERE dataset = ? AND version = ? ORDER BY created_at", [manifest.name, manifest.version],
+    )
+    if as_json:
+        body = json.loads(manifest.to_json())
+        body["aliases"] = aliases
+        body["training_runs"] = [dict(zip(["run_id", "kind", "model", "output_dir", "created_at"], r,
+                                          strict=True)) for r in runs]
+        _print_json(body)
+        return
+    out.print(f"[bold]{manifest.ref}[/] ({manifest.kind}) {', '.join(aliases)}")
+    out.print(f"  path         {store.version_dir(manifest.name, manifest.version)}")
+    parent = f"v{manifest.parent}" if manifest.parent else "none"
+    out.print(f"  rows         {manifest.rows} (parent {parent}: +{manifest.rows_added} / -{manifest.rows_removed})")
+    out.print(f"  batches      {', '.join(manifest.batches)}")
+    out.print(f"  created      {manifest.created_at} by run {manifest.dagster_run_id}")
+    out.print(f"  code/config  {manifest.code_version} / {manifest.config_hash}")
+    shards = Table("shard", "rows", "bytes", "sha256")
+    for s in manifest.shards:
+        shards.add_row(s.file, str(s.rows), str(s.bytes), s.sha256)
+    out.print(shards)
+    stats = Table("stat", "value")
+    for key, value in sorted(manifest.stats.items()):
+        stats.add_row(key, json.dumps(value, ensure_ascii=False))
+    out.print(stats)
+    if runs:
+        trained = Table("training run", "kind", "model", "output", "at")
+        for r in runs:
+            trained.add_row(*[str(x) for x in r])
+        out.print(trained)
+
+
+@datasets_app.command("tag")
+def datasets_tag(
+    ref: Annotated[str, typer.Argument(help="NAME@VERSION to point the alias at")],
+    alias: Annotated[str, typer.Argument(help="alias name, e.g. stable; moving it back is a rollback")],
+) -> None:
+    """Point ALIAS at a version; NAME@ALIAS then resolves to it everywhere."""
+    previous, manifest = _datasets().tag(ref, alias)
+    moved = f" (was v{previous})" if previous is not None else ""
+    out.print(f"{manifest.name}@{alias} -> v{manifest.version}{moved}")
+
+
+@datasets_app.command("reindex")
+def datasets_reindex() -> None:
+    """Rebuild the DuckDB catalog from the manifests on disk."""
+    count = _datasets().reindex()
+    out.print(f"catalog rebuilt from {count} version manifest(s)")
+
+
+# ---- pull, lineage --------------------------------------------------------------------------
+
+
+@app.command()
+def pull(
+    ref: Annotated[str, typer.Argument(help="NAME@VERSION: vN, latest or an alias")],
+    to: Annotated[Path, typer.Option("--to", help="directory to copy the version into")],
+) -> None:
+    """Copy a version into DIR, verifying every shard's sha256 (non-zero exit naming a bad file)."""
+    from storage.pull import pull as pull_version
+
+    destination = user_path(to)
+    manifest = pull_version(_datasets(), ref, destination)
+    total = sum(s.bytes for s in manifest.shards)
+    out.print(f"{manifest.ref}: {len(manifest.shards)} shard(s), {manifest.rows} rows, {total} bytes "
+              f"verified -> {destination}")
+
+
+@app.command()
+def lineage(
+    sample_id: Annotated[str, typer.Argument(help="a sample id (or a unique prefix of one)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Where a sample is (every version/shard/row) and why: its decisions trail through every stage."""
+    from pipelines.lineage_view import render_lineage
+    from storage.assetstore import AssetStore
+    from storage.lineage import lineage as find_lineage
+
+    story = find_lineage(sample_id, _datasets(), AssetStore())
+    if as_json:
+        _print_json(story)
+    else:
+        render_lineage(story, out)
+
+
+# ---- ui, doctor -----------------------------------------------------------------------------
+
+
+@app.command()
+def ui(
+    host: Annotated[str, typer.Option(help="interface to bind; loopback unless you mean it")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port")] = 3000,
+) -> None:
+    """The Dagster UI (dagster dev) for this project; one Ctrl-C or SIGTERM stops it all."""
+    from pipelines.ui import serve_ui
+
+    err.print(f"Dagster UI on http://{host}:{port} (instance {os.environ.get('DAGSTER_HOME')})")
+    raise typer.Exit(serve_ui(host, port))
+
+
+@app.command()
+def doctor(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """What is installed and running: Dagster, Docker engine, Label Studio, models, GPU."""
+    from pipelines.doctor import run_checks
+
+    checks = run_checks()
+    if as_json:
+        _print_json([c.__dict__ for c in checks])
+        return
+    colors = {"ok": "green", "warn": "yellow", "off": "dim", "missing": "red"}
+    table = Table("component", "status", "detail")
+    for c in checks:
+        table.add_row(c.component, f"[{colors.get(c.status, 'white')}]{c.status}[/]", c.detail)
+    out.print(table)
+
+
+def main() -> None:
+    """Console entry point: FactoryErrors become one red line and their exit code, not a traceback."""
+    try:
+        code = app(standalone_mode=False)
+    except FactoryError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors: print the usage and exit 2 like click would
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+    # click returns the code of a typer.Exit instead of raising it when not standalone
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,105 @@
+"""``factory.yaml``: the one business configuration, validated by pydantic.
+
+Defaults are the embedded one-machine set-up, so an empty (or absent) file works.
+A wrong key or value is one line naming the key and what is allowed::
+
+    factory.yaml: unknown key 'storage.shard_row'; allowed under 'storage': shard_rows
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ptfactory.errors import ConfigError
+
+__all__ = ["DatasetsConfig", "FactoryConfig", "SeedsConfig", "StorageConfig", "load_config"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SeedsConfig(_Section):
+    max_field_chars: int = Field(100_000, gt=0, description="longest text allowed in one seed field")
+
+
+class StorageConfig(_Section):
+    shard_rows: int = Field(50_000, gt=0, description="rows per Parquet shard of a published version")
+
+
+class DatasetsConfig(_Section):
+    sft: str = Field("sft", description="name of the SFT dataset")
+    preference: str = Field("preference", description="name of the preference (DPO) dataset")
+
+
+class FactoryConfig(_Section):
+    seeds: SeedsConfig = SeedsConfig()
+    storage: StorageConfig = StorageConfig()
+    datasets: DatasetsConfig = DatasetsConfig()
+
+    def config_hash(self) -> str:
+        """A stable hash of the resolved configuration, recorded in every manifest."""
+        text = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return model
+
+
+def _one_line(source: str, exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    loc = tuple(error["loc"])
+    key = ".".join(str(p) for p in loc)
+    if error["type"] == "extra_forbidden":
+        parent = _model_at(FactoryConfig, loc[:-1])
+        allowed = ", ".join(parent.model_fields) if parent else "?"
+        where = f"under '{'.'.join(str(p) for p in loc[:-1])}'" if loc[:-1] else "at the top level"
+        return f"{source}: unknown key '{key}'; allowed {where}: {allowed}"
+    given = error.get("input")
+    shown = json.dumps(given) if isinstance(given, str | int | float | bool) else type(given).__name__
+    if error["type"] == "literal_error":
+        expected = error.get("ctx", {}).get("expected", "")
+        return f"{source}: '{key}' is {shown}; allowed: {expected}"
+    return f"{source}: '{key}' is {shown}: {error['msg']}"
+
+
+def parse_config(data: Any, source: str = "factory.yaml") -> FactoryConfig:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of sections at the top level, got {type(data).__name__}")
+    try:
+        return FactoryConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(source, exc)) from None
+
+
+def load_config(path: Path | None = None, *, required: bool = False) -> FactoryConfig:
+    """Read and validate ``path``; an absent file gives the defaults unless ``required``."""
+    path = path or Path("factory.yaml")
+    if not path.exists():
+        if required:
+            raise ConfigError(f"config file {path} does not exist")
+        return FactoryConfig()
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not valid UTF-8") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{line} ({getattr(exc, 'problem', exc)})") from None
+    return parse_config(data, str(path))

@@ -1,0 +1,21 @@
+"""The one ``Definitions`` of ptfactory (``dagster dev`` loads it via ``[tool.dagster]``)."""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+from assets.datasets import sft_dataset
+from assets.seeds import seed_tasks
+from pipelines.jobs import factory_job
+from pipelines.resources import FactoryResource, SampleIOManager
+
+defs = dg.Definitions(
+    assets=[seed_tasks, sft_dataset],
+    jobs=[factory_job],
+    resources={
+        "factory": FactoryResource(config_path=os.environ.get("PTF_CONFIG", "factory.yaml")),
+        "samples_io": SampleIOManager(),
+    },
+)

@@ -1,0 +1,99 @@
+"""Dagster resources: the factory configuration, the stores, and the IO manager for stage outputs.
+
+Clients are built lazily (``setup_for_execution`` or on first use), never at import,
+so loading the definitions is cheap and needs no running service.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+from pydantic import PrivateAttr
+
+from pipelines.config import FactoryConfig, load_config
+from ptfactory.home import project_root, ptf_home
+from storage.assetstore import AssetStore
+from storage.seedstore import SeedStore
+from storage.versions import DatasetStore
+
+__all__ = ["FactoryResource", "SampleIOManager"]
+
+
+class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """Configuration (factory.yaml) and the stores under PTF_HOME."""
+
+    config_path: str = "factory.yaml"
+    home: str = ""  # empty: $PTF_HOME or <project>/.ptf
+
+    _config: FactoryConfig | None = PrivateAttr(default=None)
+
+    @property
+    def resolved_home(self) -> str:
+        return self.home or ptf_home()
+
+    @property
+    def config(self) -> FactoryConfig:
+        if self._config is None:
+            path = Path(self.config_path)
+            if not path.is_absolute():
+                path = project_root() / path
+            self._config = load_config(path)
+        return self._config
+
+    def datasets(self) -> DatasetStore:
+        return DatasetStore(self.resolved_home)
+
+    def seeds(self) -> SeedStore:
+        return SeedStore(self.resolved_home)
+
+    def asset_store(self) -> AssetStore:
+        return AssetStore(self.resolved_home)
+
+
+class SampleIOManager(dg.ConfigurableIOManager):
+    """Stores each asset partition as ``PTF_HOME/assets/<asset>/<partition>.parquet``.
+
+    A downstream asset that maps onto all partitions (a dataset built from every batch)
+    gets them concatenated; batches that never materialized are skipped with a warning,
+    so one failed batch does not block publishing the others.
+    """
+
+    home: str = ""
+
+    def _store(self) -> AssetStore:
+        return AssetStore(self.home or ptf_home())
+
+    def handle_output(self, context: dg.OutputContext, obj: pa.Table | None) -> None:
+        if obj is None:
+            return
+        asset = context.asset_key.to_user_string()
+        partitions = context.asset_partition_keys if context.has_asset_partitions else [None]
+        if len(partitions) != 1:
+            raise ValueError(f"{asset}: one output per partition expected, got {len(partitions)}")
+        path = self._store().write(asset, obj, partitions[0])
+        context.add_output_metadata({"path": dg.MetadataValue.path(path)})
+
+    def load_input(self, context: dg.InputContext) -> pa.Table:
+        asset = context.asset_key.to_user_string()
+        store = self._store()
+        partitions: list[str | None] = (
+            list(context.asset_partition_keys) if context.has_asset_partitions else [None]
+        )
+        tables = []
+        missing = []
+        for key in partitions:
+            if store.exists(asset, key):
+                tables.append(store.read(asset, key))
+            else:
+                missing.append(key)
+        if missing and (len(partitions) == 1 or not tables):
+            raise FileNotFoundError(
+                f"{asset} has no stored output for partition(s) {missing}; materialize it first"
+            )
+        if missing:
+            context.log.warning(f"{asset}: skipping partitions never materialized: {missing}")
+        if len(tables) == 1:
+            return tables[0]
+        return pa.concat_tables(tables, promote_options="default")

@@ -1,0 +1,143 @@
+"""``ptf run``: stage seeds as a new ``batch`` partition and materialize the graph in-process.
+
+The run is recorded in the project's Dagster instance, so ``ptf ui`` shows it like any
+other run. Progress comes from polling that instance's event log for the run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from generators.seeds import read_seeds, seed_files
+from pipelines.config import load_config
+from pipelines.jobs import FACTORY_JOB
+from pipelines.partitions import BATCH_PARTITIONS_NAME
+from pipelines.resources import FactoryResource
+from storage.seedstore import SeedStore, batch_name
+
+__all__ = ["RunOutcome", "run_batch"]
+
+_POLL_S = 0.25
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    batch: str
+    success: bool
+    materializations: dict[str, dict[str, Any]] = field(default_factory=dict)  # asset -> metadata
+    step_seconds: dict[str, float] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+def _metadata_values(event: dg.DagsterEvent) -> dict[str, Any]:
+    data = event.event_specific_data
+    materialization = getattr(data, "materialization", None)
+    if materialization is None:
+        return {}
+    return {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
+
+
+def run_batch(
+    seeds: Path,
+    config_path: Path,
+    batch: str | None = None,
+    console: Console | None = None,
+    tags: dict[str, str] | None = None,
+) -> RunOutcome:
+    """Validate ``seeds`` (raising SeedError/ConfigError before anything is written), then run."""
+    console = console or Console(stderr=True)
+    config = load_config(config_path)
+    tasks = read_seeds(seeds, config.seeds.max_field_chars)
+    files = seed_files(seeds)
+    batch = batch or batch_name(files, seeds)
+    factory = FactoryResource(config_path=str(config_path))
+    SeedStore(factory.resolved_home).stage(files, batch)
+    console.print(f"[bold]batch[/] {batch}: {len(tasks)} seed tasks from {seeds}")
+
+    from pipelines.definitions import defs
+
+    instance = dg.DagsterInstance.get()
+    if not instance.has_dynamic_partition(BATCH_PARTITIONS_NAME, batch):
+        instance.add_dynamic_partitions(BATCH_PARTITIONS_NAME, [batch])
+    job = defs.resolve_job_def(FACTORY_JOB)
+    run_id = str(uuid.uuid4())
+    outcome = RunOutcome(run_id=run_id, batch=batch, success=False)
+    holder: dict[str, Any] = {}
+
+    def execute() -> None:
+        try:
+            holder["result"] = job.execute_in_process(
+                instance=instance,
+                partition_key=batch,
+                run_id=run_id,
+                raise_on_error=False,
+                # the progress display replaces Dagster's console log; the full log is in the instance
+                run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
+                resources={"factory": factory},
+                tags={"ptf/batch": batch, **(tags or {})},
+            )
+        except BaseException as exc:  # noqa: BLE001 - reported below, with the run's own errors
+            holder["error"] = exc
+
+    worker = threading.Thread(target=execute, name=f"ptf-run-{batch}", daemon=True)
+    started: dict[str, float] = {}
+    steps_total = len(job.asset_layer.executable_asset_keys) if job.asset_layer else 1
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), console=console, transient=True,
+    ) as progress:
+        bar = progress.add_task("starting", total=steps_total)
+        worker.start()
+        seen = 0
+        while True:
+            alive = worker.is_alive()
+            records = instance.all_logs(run_id)
+            for record in records[seen:]:
+                _on_event(record, outcome, started, progress, bar, console)
+            seen = len(records)
+            if not alive:
+                break
+            time.sleep(_POLL_S)
+    if "error" in holder:
+        raise holder["error"]
+    outcome.success = bool(holder["result"].success)
+    return outcome
+
+
+def _on_event(
+    record: Any, outcome: RunOutcome, started: dict[str, float], progress: Progress, bar: Any, console: Console
+) -> None:
+    event = record.dagster_event
+    if event is None:
+        return
+    step = event.step_key or ""
+    kind = event.event_type_value
+    if kind == "STEP_START":
+        started[step] = record.timestamp
+        progress.update(bar, description=f"[cyan]{step}[/]")
+    elif kind == "ASSET_MATERIALIZATION":
+        asset = event.asset_key.to_user_string() if event.asset_key else step
+        outcome.materializations[asset] = _metadata_values(event)
+    elif kind == "STEP_SUCCESS":
+        seconds = record.timestamp - started.get(step, record.timestamp)
+        outcome.step_seconds[step] = seconds
+        progress.advance(bar)
+        console.print(f"  [green]✓[/] {step} [dim]({seconds:.1f}s)[/]")
+    elif kind == "STEP_FAILURE":
+        error = getattr(event.event_specific_data, "error", None)
+        # Dagster wraps the asset's exception; the innermost cause is the sentence for the user.
+        while error is not None and error.cause is not None:
+            error = error.cause
+        message = error.message.strip() if error else "failed"
+        outcome.errors.append(f"{step}: {message}")
+        console.print(f"  [red]✗[/] {step}: {message}")

@@ -1,0 +1,55 @@
+"""Assemble the rows of a dataset version from stage outputs of every batch so far."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from storage.schema import conform, dropped_mask
+
+__all__ = ["Assembled", "assemble_sft"]
+
+
+@dataclass
+class Assembled:
+    table: pa.Table
+    batches: list[str]
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows left out
+
+
+def _last_role(table: pa.Table) -> pa.Array:
+    messages = table.column("messages").combine_chunks()
+    lengths = pc.list_value_length(messages)
+    last = pc.subtract(lengths, 1)
+    offsets = pc.add(messages.offsets[:-1], last)
+    roles = pc.list_flatten(messages).field("role")
+    return pc.take(roles, offsets)
+
+
+def assemble_sft(rows: pa.Table) -> Assembled:
+    """SFT-ready rows: not dropped, ending in an assistant turn, each sample once.
+
+    A sample that appears in several batches (same content, same id) is kept once, from
+    the first batch that produced it; rows still waiting for a response are left out and
+    counted, not lost (they stay in their stage outputs).
+    """
+    table = conform(rows)
+    batches = sorted(set(table.column("batch").to_pylist()))
+    skipped: dict[str, int] = {}
+    dropped = dropped_mask(table)
+    skipped["dropped_upstream"] = int(pc.sum(dropped).as_py() or 0)
+    table = table.filter(pc.invert(dropped))
+    if table.num_rows:
+        has_answer = pc.equal(_last_role(table), "assistant")
+        skipped["no_response"] = table.num_rows - int(pc.sum(has_answer).as_py() or 0)
+        table = table.filter(has_answer)
+    ids = table.column("sample_id").to_pylist()
+    first: dict[str, int] = {}
+    for index, sid in enumerate(ids):
+        first.setdefault(sid, index)
+    skipped["duplicate_across_batches"] = len(ids) - len(first)
+    if len(first) != len(ids):
+        table = table.take(pa.array(sorted(first.values()), pa.int64()))
+    return Assembled(table, batches, {k: v for k, v in skipped.items() if v})

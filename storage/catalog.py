@@ -1,0 +1,155 @@
+"""The DuckDB catalog: versions, shards, a sample index and aliases, for fast queries.
+
+The manifests are the source of truth; everything here can be rebuilt from them
+(``ptf datasets reindex``). DuckDB lets one process write at a time, so every
+connection is short-lived and retried while another process holds the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from storage.manifest import Manifest
+
+__all__ = ["Catalog"]
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS versions (
+    name TEXT, version INTEGER, parent INTEGER, kind TEXT, rows BIGINT,
+    rows_added BIGINT, rows_removed BIGINT, code_version TEXT, config_hash TEXT,
+    dagster_run_id TEXT, batches TEXT, stats TEXT, created_at TEXT, path TEXT,
+    PRIMARY KEY (name, version));
+CREATE TABLE IF NOT EXISTS shards (
+    name TEXT, version INTEGER, file TEXT, split TEXT, sha256 TEXT, rows BIGINT, bytes BIGINT,
+    PRIMARY KEY (name, version, file));
+CREATE TABLE IF NOT EXISTS samples (
+    sample_id TEXT, name TEXT, version INTEGER, shard TEXT, "row" BIGINT);
+CREATE TABLE IF NOT EXISTS aliases (
+    name TEXT, alias TEXT, version INTEGER, PRIMARY KEY (name, alias));
+CREATE TABLE IF NOT EXISTS training_runs (
+    run_id TEXT PRIMARY KEY, kind TEXT, dataset TEXT, version INTEGER, manifest_sha256 TEXT,
+    model TEXT, output_dir TEXT, config TEXT, metrics TEXT, created_at TEXT);
+"""
+_LOCK_WAIT_S = 60.0
+
+
+class Catalog:
+    """Short-lived DuckDB connections to ``catalog.duckdb``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._ready = False
+
+    @contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        if read_only and not self.path.exists():
+            read_only = False  # first use creates the file
+        deadline = time.monotonic() + _LOCK_WAIT_S
+        delay = 0.05
+        while True:
+            try:
+                con = duckdb.connect(str(self.path), read_only=read_only)
+                break
+            except duckdb.IOException as exc:
+                # Another process holds the write lock; it keeps it for milliseconds.
+                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        try:
+            if not self._ready and not read_only:
+                con.execute(_DDL)
+                self._ready = True
+            yield con
+        finally:
+            con.close()
+
+    def register(self, manifest: Manifest, path: str, sample_index: pa.Table) -> None:
+        """Record a published version; ``sample_index`` has columns sample_id, shard, row."""
+        split_of = {f: split for split, files in manifest.splits.items() for f in files}
+        with self.connect() as con:
+            con.execute("BEGIN")
+            self._delete(con, manifest.name, manifest.version)
+            con.execute(
+                "INSERT INTO versions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [
+                    manifest.name, manifest.version, manifest.parent, manifest.kind, manifest.rows,
+                    manifest.rows_added, manifest.rows_removed, manifest.code_version,
+                    manifest.config_hash, manifest.dagster_run_id, json.dumps(manifest.batches),
+                    json.dumps(manifest.stats), manifest.created_at, path,
+                ],
+            )
+            con.executemany(
+                "INSERT INTO shards VALUES (?,?,?,?,?,?,?)",
+                [
+                    [manifest.name, manifest.version, s.file, split_of.get(s.file, "train"),
+                     s.sha256, s.rows, s.bytes]
+                    for s in manifest.shards
+                ],
+            )
+            index = sample_index  # noqa: F841 - referenced by name in the SQL below
+            con.execute(
+                "INSERT INTO samples SELECT sample_id, ?, ?, shard, \"row\" FROM index",
+                [manifest.name, manifest.version],
+            )
+            con.execute("COMMIT")
+
+    @staticmethod
+    def _delete(con: duckdb.DuckDBPyConnection, name: str, version: int) -> None:
+        for table in ("versions", "shards", "samples"):
+            con.execute(f"DELETE FROM {table} WHERE name = ? AND version = ?", [name, version])
+
+    def set_aliases(self, name: str, aliases: dict[str, int]) -> None:
+        with self.connect() as con:
+            con.execute("BEGIN")
+            con.execute("DELETE FROM aliases WHERE name = ?", [name])
+            con.executemany("INSERT INTO aliases VALUES (?,?,?)", [[name, a, v] for a, v in aliases.items()])
+            con.execute("COMMIT")
+
+    def clear(self) -> None:
+        with self.connect() as con:
+            for table in ("versions", "shards", "samples", "aliases"):
+                con.execute(f"DELETE FROM {table}")
+
+    def known_versions(self) -> set[tuple[str, int]]:
+        with self.connect(read_only=True) as con:
+            if not self._has_tables(con):
+                return set()
+            return {(n, v) for n, v in con.execute("SELECT name, version FROM versions").fetchall()}
+
+    def locate(self, sample_id: str) -> list[dict[str, Any]]:
+        """Every (dataset, version, shard, row) holding ``sample_id``, oldest first."""
+        with self.connect(read_only=True) as con:
+            if not self._has_tables(con):
+                return []
+            rows = con.execute(
+                'SELECT name, version, shard, "row" FROM samples WHERE sample_id = ? '
+                'ORDER BY name, version, shard, "row"',
+                [sample_id],
+            ).fetchall()
+        return [{"dataset": n, "version": v, "shard": s, "row": r} for n, v, s, r in rows]
+
+    def query(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        with self.connect(read_only=True) as con:
+            if not self._has_tables(con):
+                return []
+            return con.execute(sql, params or []).fetchall()
+
+    def execute(self, sql: str, params: list[Any] | None = None) -> None:
+        with self.connect() as con:
+            con.execute(sql, params or [])
+
+    @staticmethod
+    def _has_tables(con: duckdb.DuckDBPyConnection) -> bool:
+        found = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'versions'"
+        ).fetchone()
+        return bool(found and found[0])

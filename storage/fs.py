@@ -1,0 +1,109 @@
+"""A thin layer over fsspec: one root URL, atomic writes, durable local renames.
+
+Local paths get real atomicity (write to a temp name, fsync, ``os.replace``, fsync
+the directory). Object stores have no rename, so there a version becomes visible
+only when its ``manifest.json`` is written, last (see storage.versions).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import fsspec
+
+from ptfactory.home import is_local_url
+
+__all__ = ["Store", "fsync_dir"]
+
+
+def fsync_dir(path: str | Path) -> None:
+    """Make a rename or create inside ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Store:
+    """Files under one root, which may be a local path or any fsspec URL."""
+
+    def __init__(self, root: str) -> None:
+        self.local = is_local_url(root)
+        if self.local:
+            self.root = str(Path(root.removeprefix("file://")).resolve())
+            self.fs: Any = fsspec.filesystem("file")
+        else:
+            self.fs, _ = fsspec.core.url_to_fs(root)
+            self.root = root.rstrip("/")
+
+    def __repr__(self) -> str:
+        return f"Store({self.root!r})"
+
+    def path(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts) if parts else self.root
+
+    def exists(self, path: str) -> bool:
+        return bool(self.fs.exists(path))
+
+    def makedirs(self, path: str) -> None:
+        self.fs.makedirs(path, exist_ok=True)
+
+    def listdir(self, path: str) -> list[str]:
+        """Base names of the entries in ``path``; empty if it does not exist."""
+        if not self.exists(path):
+            return []
+        return sorted(posixpath.basename(p.rstrip("/")) for p in self.fs.ls(path, detail=False))
+
+    def open(self, path: str, mode: str = "rb") -> IO[Any]:
+        return self.fs.open(path, mode)  # type: ignore[no-any-return]
+
+    def read_bytes(self, path: str) -> bytes:
+        return bytes(self.fs.cat_file(path))
+
+    def size(self, path: str) -> int:
+        return int(self.fs.size(path))
+
+    def remove(self, path: str, recursive: bool = False) -> None:
+        if self.exists(path):
+            self.fs.rm(path, recursive=recursive)
+
+    def write_bytes_atomic(self, path: str, data: bytes) -> None:
+        """Readers see the old file or the whole new one, never a part."""
+        with self.atomic_writer(path) as handle:
+            handle.write(data)
+
+    @contextmanager
+    def atomic_writer(self, path: str) -> Iterator[IO[bytes]]:
+        """Open ``path`` for writing; it appears whole on success and not at all on error."""
+        parent = posixpath.dirname(path)
+        self.makedirs(parent)
+        if not self.local:
+            # Object-store writes are all-or-nothing per object already.
+            with self.fs.open(path, "wb") as handle:
+                yield handle
+            return
+        tmp = posixpath.join(parent, f".tmp-{uuid.uuid4().hex}-{posixpath.basename(path)}")
+        try:
+            with open(tmp, "wb") as handle:
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+            fsync_dir(parent)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        """Atomically move a directory into place; fails if ``dst`` exists (local only)."""
+        if not self.local:
+            raise NotImplementedError("directory renames are only atomic on local file systems")
+        os.rename(src, dst)  # POSIX: fails with ENOTEMPTY/EEXIST rather than replacing a version
+        fsync_dir(posixpath.dirname(dst))

@@ -1,0 +1,85 @@
+"""``ptf lineage``: every version, shard and row holding a sample, and its trail through the stages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+from ptfactory.errors import DatasetRefError
+from storage.assetstore import AssetStore
+from storage.versions import DatasetStore
+
+__all__ = ["lineage"]
+
+_MIN_PREFIX = 6
+
+
+def _resolve_id(sample_id: str, datasets: DatasetStore, assets: AssetStore) -> str:
+    """Accept a unique prefix (as ``git`` does) as well as a full id."""
+    if len(sample_id) >= 32:
+        return sample_id
+    if len(sample_id) < _MIN_PREFIX:
+        raise DatasetRefError(f"sample id {sample_id!r} is too short; give at least {_MIN_PREFIX} characters")
+    found = {
+        row[0]
+        for row in datasets.catalog.query(
+            "SELECT DISTINCT sample_id FROM samples WHERE starts_with(sample_id, ?) LIMIT 3", [sample_id]
+        )
+    }
+    if not found:
+        for path in assets.files():
+            table = _scan(assets, path, pc.starts_with(pc.field("sample_id"), sample_id), ["sample_id"])
+            found.update(table.column("sample_id").to_pylist())
+            if len(found) > 1:
+                break
+    if len(found) > 1:
+        raise DatasetRefError(f"sample id prefix {sample_id!r} is ambiguous: {', '.join(sorted(found))}")
+    return found.pop() if found else sample_id
+
+
+def _scan(assets: AssetStore, path: str, expr: pc.Expression, columns: list[str] | None = None) -> pa.Table:
+    """Rows of one stage output matching ``expr``; outputs without a sample_id column match nothing."""
+    dataset = pads.dataset(path, format="parquet", filesystem=assets.store.fs)
+    if "sample_id" not in dataset.schema.names:
+        return pa.table({"sample_id": pa.array([], pa.string())})
+    return dataset.to_table(filter=expr, columns=columns)
+
+
+def lineage(sample_id: str, datasets: DatasetStore, assets: AssetStore) -> dict[str, Any]:
+    """The whole story of one sample, as plain data (the CLI renders it or prints JSON)."""
+    datasets.sync_catalog()
+    sid = _resolve_id(sample_id, datasets, assets)
+    placements = datasets.catalog.locate(sid)
+    record: dict[str, Any] | None = None
+    for place in placements:
+        manifest = datasets.manifest(place["dataset"], place["version"])
+        directory = datasets.version_dir(manifest.name, manifest.version)
+        shard = next(s for s in manifest.shards if s.file == place["shard"])
+        split = next((k for k, files in manifest.splits.items() if shard.file in files), "train")
+        place["split"] = split
+        place["path"] = f"{directory}/{shard.file}"
+        if record is None or place is placements[-1]:
+            with datasets.store.open(place["path"], "rb") as handle:
+                row = pq.read_table(handle).slice(place["row"], 1).to_pylist()
+            record = row[0] if row else record
+
+    stages: list[dict[str, Any]] = []
+    for path in assets.files():
+        table = _scan(assets, path, pc.field("sample_id") == sid)
+        if table.num_rows == 0:
+            continue
+        asset = path.rstrip("/").split("/")[-2]
+        partition = path.rsplit("/", 1)[-1].removesuffix(".parquet")
+        for row in table.to_pylist():
+            stages.append({"asset": asset, "partition": partition, "row": row})
+            if record is None:
+                record = row
+    if not placements and not stages:
+        raise DatasetRefError(
+            f"sample {sample_id!r} is in no published version and no stage output under {assets.store.root}"
+        )
+    return {"sample_id": sid, "versions": placements, "stages": stages, "record": record}

@@ -1,0 +1,37 @@
+"""``ptf pull``: copy a version out of the factory, verifying every shard's sha256 on the way."""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+from ptfactory.errors import ShardIntegrityError
+from storage.fs import Store, fsync_dir
+from storage.manifest import MANIFEST_FILE, Manifest
+from storage.shards import copy_verified
+from storage.versions import DatasetStore
+
+__all__ = ["pull"]
+
+
+def pull(datasets: DatasetStore, ref: str, to: Path) -> Manifest:
+    """Copy the version ``ref`` names into ``to``; raise :class:`ShardIntegrityError` naming a bad shard.
+
+    Each file appears whole or not at all; a shard that fails verification is not left behind.
+    """
+    manifest = datasets.resolve(ref)
+    source = datasets.version_dir(manifest.name, manifest.version)
+    to.mkdir(parents=True, exist_ok=True)
+    local = Store(str(to))
+    for shard in manifest.shards:
+        try:
+            with local.atomic_writer(str(to / shard.file)) as handle:
+                copy_verified(datasets.store, source, shard, handle)
+        except ShardIntegrityError:
+            (to / shard.file).unlink(missing_ok=True)
+            raise
+    for name in ("README.md", MANIFEST_FILE):
+        data = datasets.store.read_bytes(posixpath.join(source, name))
+        local.write_bytes_atomic(str(to / name), data)
+    fsync_dir(to)
+    return manifest
