@@ -32,9 +32,8 @@ def preview_md(table: pa.Table, rows: int = 5) -> dg.MetadataValue:
         answer = next((m["content"] for m in reversed(messages) if m["role"] == "assistant"), "")
         trail = row.get("decisions") or []
         last = f"{trail[-1]['stage']}: {trail[-1]['verdict']} ({trail[-1]['reason']})" if trail else ""
-        lines.append(
-            f"| `{row['sample_id'][:12]}` | {row['kind']} | {_cell(prompt)} | {_cell(answer)} | {_cell(last)} |"
-        )
+        cells = [f"`{row['sample_id'][:12]}`", row["kind"], _cell(prompt), _cell(answer), _cell(last)]
+        lines.append("| " + " | ".join(cells) + " |")
     return dg.MetadataValue.md("\n".join(lines))
 
 

@@ -1,6 +1,5 @@
 """``sft_dataset``: publishes a new immutable version from every batch so far."""
 
-
 import dagster as dg
 import pyarrow as pa
 
@@ -13,9 +12,10 @@ from storage.versions import DatasetStore
 def _verified_check(datasets: DatasetStore, ref: str, asset: str) -> dg.AssetCheckResult:
     try:
         datasets.verify(ref)
-    except Exception as exc:  # noqa: BLE001 - any failure to verify is a failed check, with its message
-        return dg.AssetCheckResult(check_name=f"{asset}_shards_verified", passed=False,
-                                   metadata={"error": str(exc)})
+    except Exception as exc:
+        return dg.AssetCheckResult(
+            check_name=f"{asset}_shards_verified", passed=False, metadata={"error": str(exc)}
+        )
     return dg.AssetCheckResult(check_name=f"{asset}_shards_verified", passed=True)
 
 
@@ -26,8 +26,10 @@ def _verified_check(datasets: DatasetStore, ref: str, asset: str) -> dg.AssetChe
     check_specs=check_specs("sft_dataset", ["schema_valid", "unique_ids", "shards_verified"]),
 )
 def sft_dataset(
-    context: dg.AssetExecutionContext, factory: FactoryResource, seed_tasks: pa.Table  # type: ignore[type-arg]
-) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    context: dg.AssetExecutionContext,
+    factory: FactoryResource,
+    seed_tasks: pa.Table,
+) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """The SFT dataset: a new version under PTF_HOME/datasets/<name>/v<N>/ when the rows changed.
 
     Built from every batch so far; identical rows and config republish nothing (the run

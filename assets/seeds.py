@@ -1,8 +1,6 @@
 """``seed_tasks``: the batch's seed files, validated, as sample records."""
 
-
 from collections import Counter
-
 
 import dagster as dg
 import pyarrow as pa
@@ -21,7 +19,7 @@ from pipelines.resources import FactoryResource
     kinds={"parquet"},
     check_specs=check_specs("seed_tasks", ["schema_valid", "unique_ids"]),
 )
-def seed_tasks(context: dg.AssetExecutionContext, factory: FactoryResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
+def seed_tasks(context: dg.AssetExecutionContext, factory: FactoryResource) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """Seed tasks of one batch: instruction-only, instruction + reference answer, or code problems with tests.
 
     Read from the seed files staged for the batch (``PTF_HOME/seeds/<batch>/``); a bad file

@@ -80,13 +80,13 @@ def read_seeds(path: Path, max_field_chars: int = DEFAULT_MAX_FIELD_CHARS) -> li
         rows = _jsonl_rows(file) if file.suffix == ".jsonl" else _parquet_rows(file)
         for where, row in rows:
             task = _to_task(where, row, max_field_chars)
-            if task.id in seen_ids:
-                raise SeedError(f"{where}: duplicate seed id {task.id!r} (first at {seen_ids[task.id]})")
             sid = task.sample_id
             if sid in seen_content:
                 raise SeedError(
                     f"{where}: duplicate seed: same content as {seen_content[sid]}; remove one of them"
                 )
+            if task.id in seen_ids:
+                raise SeedError(f"{where}: duplicate seed id {task.id!r} (first at {seen_ids[task.id]})")
             seen_ids[task.id] = where
             seen_content[sid] = where
             tasks.append(task)
@@ -97,10 +97,9 @@ def read_seeds(path: Path, max_field_chars: int = DEFAULT_MAX_FIELD_CHARS) -> li
 
 def _jsonl_rows(file: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     data = file.read_bytes()
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+    for number, line_bytes in enumerate(data.split(b"\n"), start=1):
         where = f"{file}:{number}"
-        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
+        raw = line_bytes[3:] if number == 1 and line_bytes.startswith(b"\xef\xbb\xbf") else line_bytes
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -139,7 +138,14 @@ def _parquet_rows(file: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _type_name(value: Any) -> str:
-    names = {dict: "object", list: "array", str: "text", bool: "boolean", int: "number", float: "number"}
+    names = {
+        dict: "object",
+        list: "array",
+        str: "text",
+        bool: "boolean",
+        int: "number",
+        float: "number",
+    }
     return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
@@ -185,7 +191,7 @@ def _to_task(where: str, row: dict[str, Any], limit: int) -> SeedTask:
     tests = _text(where, row, "tests", limit)
     if kind == "sft" and (entry_point or tests):
         field = "entry_point" if entry_point else "tests"
-        raise SeedError(f"{where}: field {field!r} only belongs to code seeds; add \"kind\": \"code\"")
+        raise SeedError(f'{where}: field {field!r} only belongs to code seeds; add "kind": "code"')
     if kind == "code":
         _check_code_fields(where, entry_point, tests)
     task = SeedTask(
@@ -212,7 +218,9 @@ def _check_code_fields(where: str, entry_point: str | None, tests: str | None) -
     try:
         tree = ast.parse(tests)  # parsing only: seed code is never executed outside the sandbox
     except SyntaxError as exc:
-        raise SeedError(f"{where}: field 'tests' is not valid Python ({exc.msg}, line {exc.lineno})") from None
+        raise SeedError(
+            f"{where}: field 'tests' is not valid Python ({exc.msg}, line {exc.lineno})"
+        ) from None
     if not any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body):
         raise SeedError(f"{where}: field 'tests' does not define check(candidate)")
 

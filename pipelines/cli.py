@@ -29,7 +29,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-datasets_app = typer.Typer(help="List, inspect, tag and reindex published dataset versions.", no_args_is_help=True)
+datasets_app = typer.Typer(
+    help="List, inspect, tag and reindex published dataset versions.", no_args_is_help=True
+)
 app.add_typer(datasets_app, name="datasets")
 
 out = Console()
@@ -97,7 +99,9 @@ def _datasets() -> Any:
 def run(
     seeds: Annotated[Path, typer.Option("--seeds", help="a .jsonl/.parquet seed file, or a folder of them")],
     config: Annotated[Path, typer.Option("--config", help="factory.yaml to use")] = Path("factory.yaml"),
-    batch: Annotated[str | None, typer.Option(help="batch (partition) name; default: <seeds>-<content hash>")] = None,
+    batch: Annotated[
+        str | None, typer.Option(help="batch (partition) name; default: <seeds>-<content hash>")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the outcome as JSON")] = False,
 ) -> None:
     """Add SEEDS as a new batch and materialize the whole graph for it, in-process.
@@ -121,7 +125,9 @@ def run(
         for asset, meta in outcome.materializations.items():
             if "version" in meta:
                 state = "published" if meta.get("created") else "unchanged, still"
-                out.print(f"{asset}: {state} [bold]{meta['version']}[/] ({meta.get('dagster/row_count')} rows)")
+                out.print(
+                    f"{asset}: {state} [bold]{meta['version']}[/] ({meta.get('dagster/row_count')} rows)"
+                )
                 out.print(f"  {meta.get('path')}")
         out.print(f"run {outcome.run_id} succeeded; see it with `ptf ui`")
 
@@ -130,7 +136,9 @@ def run(
 
 
 @datasets_app.command("list")
-def datasets_list(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+def datasets_list(
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
     """Every dataset and version, newest last, with rows, parent and aliases."""
     store = _datasets()
     rows = []
@@ -138,13 +146,20 @@ def datasets_list(as_json: Annotated[bool, typer.Option("--json", help="print JS
         aliases = store.aliases(name)
         for version in store.versions(name):
             manifest = store.manifest(name, version)
-            rows.append({
-                "dataset": name, "version": f"v{version}", "kind": manifest.kind, "rows": manifest.rows,
-                "parent": f"v{manifest.parent}" if manifest.parent else None,
-                "added": manifest.rows_added, "removed": manifest.rows_removed,
-                "aliases": sorted(a for a, v in aliases.items() if v == version),
-                "created_at": manifest.created_at, "path": store.version_dir(name, version),
-            })
+            rows.append(
+                {
+                    "dataset": name,
+                    "version": f"v{version}",
+                    "kind": manifest.kind,
+                    "rows": manifest.rows,
+                    "parent": f"v{manifest.parent}" if manifest.parent else None,
+                    "added": manifest.rows_added,
+                    "removed": manifest.rows_removed,
+                    "aliases": sorted(a for a, v in aliases.items() if v == version),
+                    "created_at": manifest.created_at,
+                    "path": store.version_dir(name, version),
+                }
+            )
     if as_json:
         _print_json(rows)
         return
@@ -153,8 +168,16 @@ def datasets_list(as_json: Annotated[bool, typer.Option("--json", help="print JS
         return
     table = Table("dataset", "version", "kind", "rows", "parent", "+/-", "aliases", "created")
     for r in rows:
-        table.add_row(r["dataset"], r["version"], r["kind"], str(r["rows"]), r["parent"] or "",
-                      f"+{r['added']}/-{r['removed']}", ", ".join(r["aliases"]), r["created_at"])
+        table.add_row(
+            r["dataset"],
+            r["version"],
+            r["kind"],
+            str(r["rows"]),
+            r["parent"] or "",
+            f"+{r['added']}/-{r['removed']}",
+            ", ".join(r["aliases"]),
+            r["created_at"],
+        )
     out.print(table)
 
 
@@ -169,19 +192,23 @@ def datasets_show(
     aliases = sorted(a for a, v in store.aliases(manifest.name).items() if v == manifest.version)
     runs = store.catalog.query(
         "SELECT run_id, kind, model, output_dir, created_at FROM training_runs "
-        "WHERE dataset = ? AND version = ? ORDER BY created_at", [manifest.name, manifest.version],
+        "WHERE dataset = ? AND version = ? ORDER BY created_at",
+        [manifest.name, manifest.version],
     )
     if as_json:
         body = json.loads(manifest.to_json())
         body["aliases"] = aliases
-        body["training_runs"] = [dict(zip(["run_id", "kind", "model", "output_dir", "created_at"], r,
-                                          strict=True)) for r in runs]
+        body["training_runs"] = [
+            dict(zip(["run_id", "kind", "model", "output_dir", "created_at"], r, strict=True)) for r in runs
+        ]
         _print_json(body)
         return
     out.print(f"[bold]{manifest.ref}[/] ({manifest.kind}) {', '.join(aliases)}")
     out.print(f"  path         {store.version_dir(manifest.name, manifest.version)}")
     parent = f"v{manifest.parent}" if manifest.parent else "none"
-    out.print(f"  rows         {manifest.rows} (parent {parent}: +{manifest.rows_added} / -{manifest.rows_removed})")
+    out.print(
+        f"  rows         {manifest.rows} (parent {parent}: +{manifest.rows_added} / -{manifest.rows_removed})"
+    )
     out.print(f"  batches      {', '.join(manifest.batches)}")
     out.print(f"  created      {manifest.created_at} by run {manifest.dagster_run_id}")
     out.print(f"  code/config  {manifest.code_version} / {manifest.config_hash}")
@@ -232,8 +259,10 @@ def pull(
     destination = user_path(to)
     manifest = pull_version(_datasets(), ref, destination)
     total = sum(s.bytes for s in manifest.shards)
-    out.print(f"{manifest.ref}: {len(manifest.shards)} shard(s), {manifest.rows} rows, {total} bytes "
-              f"verified -> {destination}")
+    out.print(
+        f"{manifest.ref}: {len(manifest.shards)} shard(s), {manifest.rows} rows, {total} bytes "
+        f"verified -> {destination}"
+    )
 
 
 @app.command()

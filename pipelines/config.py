@@ -80,7 +80,9 @@ def parse_config(data: Any, source: str = "factory.yaml") -> FactoryConfig:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping of sections at the top level, got {type(data).__name__}")
+        raise ConfigError(
+            f"{source}: expected a mapping of sections at the top level, got {type(data).__name__}"
+        )
     try:
         return FactoryConfig.model_validate(data)
     except ValidationError as exc:

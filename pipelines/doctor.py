@@ -37,7 +37,10 @@ def _docker() -> Check:
     try:
         out = subprocess.run(
             ["docker", "version", "--format", "{{.Server.Version}}"],
-            capture_output=True, text=True, timeout=10,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
         )
     except subprocess.TimeoutExpired:
         return Check("docker engine", "warn", "`docker version` timed out")
@@ -73,7 +76,10 @@ def _gpu() -> Check:
     if shutil.which("nvidia-smi"):
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
         )
         if out.returncode == 0 and out.stdout.strip():
             return Check("gpu", "ok", out.stdout.strip().replace("\n", "; "))
@@ -89,6 +95,6 @@ def run_checks(extra: list[Callable[[], Check]] | None = None) -> list[Check]:
     for probe in [_dagster, _docker, _label_studio, _models, _gpu, *(extra or [])]:
         try:
             checks.append(probe())
-        except Exception as exc:  # noqa: BLE001 - a broken probe is reported, not fatal
+        except Exception as exc:
             checks.append(Check(probe.__name__.strip("_"), "warn", f"check failed: {exc}"))
     return checks

@@ -18,7 +18,9 @@ def _clip(text: object, width: int = 100) -> str:
 
 def render_lineage(story: dict[str, Any], console: Console) -> None:
     record = story.get("record") or {}
-    console.print(f"[bold]sample[/] {story['sample_id']} ({record.get('kind', '?')}, batch {record.get('batch', '?')})")
+    console.print(
+        f"[bold]sample[/] {story['sample_id']} ({record.get('kind', '?')}, batch {record.get('batch', '?')})"
+    )
     messages = record.get("messages") or []
     for turn in messages:
         console.print(f"  [dim]{turn['role']}:[/] {_clip(turn['content'])}")
@@ -35,14 +37,24 @@ def render_lineage(story: dict[str, Any], console: Console) -> None:
 
     trail = Table("stage", "verdict", "reason", "detail", title="decisions")
     for decision in record.get("decisions") or []:
-        trail.add_row(decision["stage"], decision["verdict"], decision["reason"], _clip(decision.get("detail"), 60))
+        trail.add_row(
+            decision["stage"],
+            decision["verdict"],
+            decision["reason"],
+            _clip(decision.get("detail"), 60),
+        )
     console.print(trail)
 
     if story["versions"]:
         where = Table("dataset", "version", "split", "shard", "row", title="published in")
         for place in story["versions"]:
-            where.add_row(place["dataset"], f"v{place['version']}", place.get("split", ""), place["shard"],
-                          str(place["row"]))
+            where.add_row(
+                place["dataset"],
+                f"v{place['version']}",
+                place.get("split", ""),
+                place["shard"],
+                str(place["row"]),
+            )
         console.print(where)
     else:
         console.print("[yellow]in no published version[/] (see the last decision above for why)")

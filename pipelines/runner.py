@@ -86,15 +86,20 @@ def run_batch(
                 resources={"factory": factory},
                 tags={"ptf/batch": batch, **(tags or {})},
             )
-        except BaseException as exc:  # noqa: BLE001 - reported below, with the run's own errors
+        except BaseException as exc:
             holder["error"] = exc
 
     worker = threading.Thread(target=execute, name=f"ptf-run-{batch}", daemon=True)
     started: dict[str, float] = {}
-    steps_total = len(job.asset_layer.executable_asset_keys) if job.asset_layer else 1
+    steps_total = len(list(job.asset_layer.executable_asset_keys)) if job.asset_layer else 1
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=console, transient=True,
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
     ) as progress:
         bar = progress.add_task("starting", total=steps_total)
         worker.start()
@@ -114,8 +119,13 @@ def run_batch(
     return outcome
 
 
-def _on_event(
-    record: Any, outcome: RunOutcome, started: dict[str, float], progress: Progress, bar: Any, console: Console
+def _on_event(  # noqa: PLR0917 - one call site, all positional state of the poll loop
+    record: Any,
+    outcome: RunOutcome,
+    started: dict[str, float],
+    progress: Progress,
+    bar: Any,
+    console: Console,
 ) -> None:
     event = record.dagster_event
     if event is None:

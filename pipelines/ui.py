@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,7 +17,16 @@ _STOP_GRACE_S = 20
 def serve_ui(host: str, port: int) -> int:
     """Run ``dagster dev`` until it exits or we get SIGINT/SIGTERM; returns its exit code."""
     command = [
-        sys.executable, "-m", "dagster", "dev", "-m", "pipelines.definitions", "-h", host, "-p", str(port),
+        sys.executable,
+        "-m",
+        "dagster",
+        "dev",
+        "-m",
+        "pipelines.definitions",
+        "-h",
+        host,
+        "-p",
+        str(port),
     ]
     # A new session: `dagster dev` started from a non-interactive shell ignores SIGINT, and its
     # webserver and daemon are children; signalling the whole group is what stops them all.
@@ -38,7 +48,5 @@ def serve_ui(host: str, port: int) -> int:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)  # stragglers of the group
-        except ProcessLookupError:
-            pass

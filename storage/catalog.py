@@ -81,23 +81,40 @@ class Catalog:
             con.execute(
                 "INSERT INTO versions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 [
-                    manifest.name, manifest.version, manifest.parent, manifest.kind, manifest.rows,
-                    manifest.rows_added, manifest.rows_removed, manifest.code_version,
-                    manifest.config_hash, manifest.dagster_run_id, json.dumps(manifest.batches),
-                    json.dumps(manifest.stats), manifest.created_at, path,
+                    manifest.name,
+                    manifest.version,
+                    manifest.parent,
+                    manifest.kind,
+                    manifest.rows,
+                    manifest.rows_added,
+                    manifest.rows_removed,
+                    manifest.code_version,
+                    manifest.config_hash,
+                    manifest.dagster_run_id,
+                    json.dumps(manifest.batches),
+                    json.dumps(manifest.stats),
+                    manifest.created_at,
+                    path,
                 ],
             )
-            con.executemany(
+            con.executemany(  # a version always has at least one shard (an empty one if no rows)
                 "INSERT INTO shards VALUES (?,?,?,?,?,?,?)",
                 [
-                    [manifest.name, manifest.version, s.file, split_of.get(s.file, "train"),
-                     s.sha256, s.rows, s.bytes]
+                    [
+                        manifest.name,
+                        manifest.version,
+                        s.file,
+                        split_of.get(s.file, "train"),
+                        s.sha256,
+                        s.rows,
+                        s.bytes,
+                    ]
                     for s in manifest.shards
                 ],
             )
             index = sample_index  # noqa: F841 - referenced by name in the SQL below
             con.execute(
-                "INSERT INTO samples SELECT sample_id, ?, ?, shard, \"row\" FROM index",
+                'INSERT INTO samples SELECT sample_id, ?, ?, shard, "row" FROM index',
                 [manifest.name, manifest.version],
             )
             con.execute("COMMIT")
@@ -111,7 +128,10 @@ class Catalog:
         with self.connect() as con:
             con.execute("BEGIN")
             con.execute("DELETE FROM aliases WHERE name = ?", [name])
-            con.executemany("INSERT INTO aliases VALUES (?,?,?)", [[name, a, v] for a, v in aliases.items()])
+            if aliases:
+                con.executemany(
+                    "INSERT INTO aliases VALUES (?,?,?)", [[name, a, v] for a, v in aliases.items()]
+                )
             con.execute("COMMIT")
 
     def clear(self) -> None:

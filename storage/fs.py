@@ -80,8 +80,12 @@ class Store:
             handle.write(data)
 
     @contextmanager
-    def atomic_writer(self, path: str) -> Iterator[IO[bytes]]:
-        """Open ``path`` for writing; it appears whole on success and not at all on error."""
+    def atomic_writer(self, path: str, durable: bool = True) -> Iterator[IO[bytes]]:
+        """Open ``path`` for writing; it appears whole on success and not at all on error.
+
+        ``durable`` also fsyncs, so the file survives a power loss, not just a crash; copies that
+        are verified on every read (pulled versions) can skip that.
+        """
         parent = posixpath.dirname(path)
         self.makedirs(parent)
         if not self.local:
@@ -93,10 +97,12 @@ class Store:
         try:
             with open(tmp, "wb") as handle:
                 yield handle
-                handle.flush()
-                os.fsync(handle.fileno())
+                if durable:
+                    handle.flush()
+                    os.fsync(handle.fileno())
             os.replace(tmp, path)
-            fsync_dir(parent)
+            if durable:
+                fsync_dir(parent)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)

@@ -27,7 +27,8 @@ def _resolve_id(sample_id: str, datasets: DatasetStore, assets: AssetStore) -> s
     found = {
         row[0]
         for row in datasets.catalog.query(
-            "SELECT DISTINCT sample_id FROM samples WHERE starts_with(sample_id, ?) LIMIT 3", [sample_id]
+            "SELECT DISTINCT sample_id FROM samples WHERE starts_with(sample_id, ?) LIMIT 3",
+            [sample_id],
         )
     }
     if not found:

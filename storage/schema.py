@@ -102,7 +102,12 @@ SCORES = pa.struct(
     ]
 )
 DECISION = pa.struct(
-    [("stage", pa.string()), ("verdict", pa.string()), ("reason", pa.string()), ("detail", pa.string())]
+    [
+        ("stage", pa.string()),
+        ("verdict", pa.string()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+    ]
 )
 ANNOTATION = pa.struct(
     [
@@ -221,10 +226,10 @@ def _row_label(table: pa.Table, row: int) -> str:
     return f"row {row} (sample_id {sid})" if sid else f"row {row}"
 
 
-def _parent_rows(list_column: pa.ChunkedArray) -> pa.Array:
-    """For each flattened list element, the index of the row it belongs to."""
-    combined = list_column.combine_chunks()
-    return pc.list_parent_indices(combined)
+def _row_of_element(list_column: pa.ChunkedArray, element: int) -> int:
+    """The row holding flattened element ``element``; only called on the (rare) failure path,
+    because combining chunks copies the whole column."""
+    return int(pc.list_parent_indices(list_column.combine_chunks())[element].as_py())
 
 
 def validate_table(table: pa.Table) -> None:
@@ -268,7 +273,9 @@ def validate_table(table: pa.Table) -> None:
     is_pref = pc.equal(kind, "preference")
     for name in ("chosen", "rejected"):
         column = table.column(name)
-        missing = pc.and_kleene(is_pref, pc.or_kleene(pc.is_null(column), pc.equal(pc.list_value_length(column), 0)))
+        missing = pc.and_kleene(
+            is_pref, pc.or_kleene(pc.is_null(column), pc.equal(pc.list_value_length(column), 0))
+        )
         bad = _first_true(missing)
         if bad is not None:
             fail(bad, f"field {name!r} is empty; preference rows need both 'chosen' and 'rejected'")
@@ -276,25 +283,30 @@ def validate_table(table: pa.Table) -> None:
     is_code = pc.equal(kind, "code")
     for name in ("tests", "entry_point"):
         column = table.column(name)
-        missing = pc.and_kleene(is_code, pc.or_kleene(pc.is_null(column), pc.equal(pc.utf8_length(column), 0)))
+        missing = pc.and_kleene(
+            is_code, pc.or_kleene(pc.is_null(column), pc.equal(pc.utf8_length(column), 0))
+        )
         bad = _first_true(missing)
         if bad is not None:
             fail(bad, f"field {name!r} is empty; code rows need 'tests' and 'entry_point'")
 
-    decisions = table.column("decisions").combine_chunks()
+    decisions = table.column("decisions")
     flat = pc.list_flatten(decisions)
     if len(flat):
-        verdict = flat.field("verdict")
+        verdict = pc.struct_field(flat, "verdict")
         bad_el = _first_true(pc.invert(pc.is_in(verdict, value_set=pa.array(VERDICTS))))
         if bad_el is not None:
-            row = int(pc.list_parent_indices(decisions)[bad_el].as_py())
+            row = _row_of_element(decisions, bad_el)
             fail(row, f"decision verdict {verdict[bad_el].as_py()!r}; allowed: {', '.join(VERDICTS)}")
         for sub in ("stage", "reason"):
-            values = flat.field(sub)
+            values = pc.struct_field(flat, sub)
             bad_el = _first_true(pc.or_kleene(pc.is_null(values), pc.equal(pc.utf8_length(values), 0)))
             if bad_el is not None:
-                row = int(pc.list_parent_indices(decisions)[bad_el].as_py())
-                fail(row, f"a decision has an empty {sub!r}; every decision names its stage and reason")
+                row = _row_of_element(decisions, bad_el)
+                fail(
+                    row,
+                    f"a decision has an empty {sub!r}; every decision names its stage and reason",
+                )
 
     ids = table.column("sample_id")
     if pc.count_distinct(ids).as_py() != table.num_rows:
@@ -306,19 +318,20 @@ def validate_table(table: pa.Table) -> None:
 
 def _validate_turns(table: pa.Table, name: str, fail: Any) -> None:
     column = table.column(name)
-    combined = column.combine_chunks()
-    flat = pc.list_flatten(combined)
+    if column.null_count == len(column):
+        return
+    flat = pc.list_flatten(column)
     if not len(flat):
         return
-    roles = flat.field("role")
+    roles = pc.struct_field(flat, "role")
     bad_el = _first_true(pc.invert(pc.is_in(roles, value_set=pa.array(ROLES))))
     if bad_el is not None:
-        row = int(_parent_rows(column)[bad_el].as_py())
+        row = _row_of_element(column, bad_el)
         fail(row, f"field '{name}' has role {roles[bad_el].as_py()!r}; allowed: {', '.join(ROLES)}")
-    content = flat.field("content")
+    content = pc.struct_field(flat, "content")
     bad_el = _first_true(pc.is_null(content))
     if bad_el is not None:
-        row = int(_parent_rows(column)[bad_el].as_py())
+        row = _row_of_element(column, bad_el)
         fail(row, f"field '{name}' has a turn with no content")
 
 
@@ -346,8 +359,7 @@ def add_decision(
     """Append one decision per row to the ``decisions`` trail."""
     if len(verdicts) != table.num_rows or len(reasons) != table.num_rows:
         raise SchemaError(
-            f"add_decision got {len(verdicts)} verdicts and {len(reasons)} reasons "
-            f"for {table.num_rows} rows"
+            f"add_decision got {len(verdicts)} verdicts and {len(reasons)} reasons for {table.num_rows} rows"
         )
     details = details if details is not None else [None] * table.num_rows
     trail = table.column("decisions").to_pylist()

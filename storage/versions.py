@@ -15,11 +15,12 @@ import json
 import posixpath
 import re
 import uuid
-from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from filelock import FileLock
@@ -134,8 +135,13 @@ class DatasetStore:
             raise DatasetRefError(f"dataset {name!r} has no version v{number}; versions: {listed}")
         return self.manifest(name, number)
 
-    def read(self, ref: str, columns: list[str] | None = None, split: str | None = None,
-             verify: bool = False) -> pa.Table:
+    def read(
+        self,
+        ref: str,
+        columns: list[str] | None = None,
+        split: str | None = None,
+        verify: bool = False,
+    ) -> pa.Table:
         manifest = self.resolve(ref)
         directory = self.version_dir(manifest.name, manifest.version)
         wanted = set(manifest.splits.get(split, [])) if split else None
@@ -147,7 +153,9 @@ class DatasetStore:
                 verify_shard(self.store, directory, shard)
             tables.append(read_shard(self.store, directory, shard, columns))
         if not tables:
-            raise DatasetRefError(f"{manifest.ref} has no split {split!r}; splits: {', '.join(manifest.splits)}")
+            raise DatasetRefError(
+                f"{manifest.ref} has no split {split!r}; splits: {', '.join(manifest.splits)}"
+            )
         return pa.concat_tables(tables)
 
     def verify(self, ref: str) -> Manifest:
@@ -188,28 +196,46 @@ class DatasetStore:
         """
         check_name(name)
         named = {"train": splits} if isinstance(splits, pa.Table) else dict(splits)
-        prepared: dict[str, pa.Table] = {}
-        for split, table in named.items():
-            table = conform(table)
+        prepared: dict[str, tuple[pa.Table, pa.Array]] = {}
+        for split, given in named.items():
+            table = conform(given)
             validate_table(table)
-            prepared[split] = table.sort_by(sort_by) if table.num_rows else table
+            # Sorted row order, applied shard by shard while writing (no full copy of the table).
+            prepared[split] = (table, pc.sort_indices(table, [(sort_by, "ascending")]))
         all_ids = pa.chunked_array(
-            [t.column("sample_id").combine_chunks() for t in prepared.values()], pa.string()
+            [pc.take(t.column("sample_id"), order).combine_chunks() for t, order in prepared.values()],
+            pa.string(),
         )
         if pc.count_distinct(all_ids).as_py() != len(all_ids):
             raise PublishError(f"{name}: a sample_id appears in more than one split")
 
         with self._lock(name):
             return self._publish_locked(
-                name, prepared, kind=kind, config_hash=config_hash, shard_rows=shard_rows,
-                dagster_run_id=dagster_run_id, batches=batches or [], stats=dict(stats or {}),
-                force=force, all_ids=all_ids,
+                name,
+                prepared,
+                kind=kind,
+                config_hash=config_hash,
+                shard_rows=shard_rows,
+                dagster_run_id=dagster_run_id,
+                batches=batches or [],
+                stats=dict(stats or {}),
+                force=force,
+                all_ids=all_ids,
             )
 
     def _publish_locked(
-        self, name: str, prepared: dict[str, pa.Table], *, kind: str, config_hash: str,
-        shard_rows: int, dagster_run_id: str | None, batches: list[str], stats: dict[str, Any],
-        force: bool, all_ids: pa.ChunkedArray,
+        self,
+        name: str,
+        prepared: dict[str, tuple[pa.Table, pa.Array]],
+        *,
+        kind: str,
+        config_hash: str,
+        shard_rows: int,
+        dagster_run_id: str | None,
+        batches: list[str],
+        stats: dict[str, Any],
+        force: bool,
+        all_ids: pa.ChunkedArray,
     ) -> PublishResult:
         base = self.store.path(name)
         self._remove_stale_temps(base)
@@ -219,26 +245,43 @@ class DatasetStore:
         single = list(prepared) == ["train"]
         work = (
             posixpath.join(base, f".tmp-v{version}-{uuid.uuid4().hex[:8]}")
-            if self.store.local else self.version_dir(name, version)
+            if self.store.local
+            else self.version_dir(name, version)
         )
         self.store.makedirs(work)
         try:
             shards: list[ShardInfo] = []
             split_files: dict[str, list[str]] = {}
-            for split, table in prepared.items():
-                written = write_shards(table, self.store, work, shard_rows, "part" if single else split)
+            for split, (table, order) in prepared.items():
+                written = write_shards(
+                    table, self.store, work, shard_rows, prefix="part" if single else split, order=order
+                )
                 shards.extend(written)
                 split_files[split] = [s.file for s in written]
             if parent is not None and not force and self._same_as(parent, shards, config_hash):
                 self.store.remove(work, recursive=True)
                 return PublishResult(parent, self.version_dir(name, parent.version), created=False)
             added, removed = self._diff(parent, all_ids)
+            sorted_ids = {
+                split: pc.take(table.column("sample_id"), order).combine_chunks()
+                for split, (table, order) in prepared.items()
+            }
             manifest = Manifest(
-                name=name, version=version, parent=parent.version if parent else None, kind=kind,
-                rows=len(all_ids), shards=shards, schema=schema_to_json(next(iter(prepared.values())).schema),
-                code_version=code_version(), config_hash=config_hash, dagster_run_id=dagster_run_id,
-                batches=sorted(set(batches)), rows_added=added, rows_removed=removed,
-                splits=split_files, stats={**_table_stats(prepared), **stats},
+                name=name,
+                version=version,
+                parent=parent.version if parent else None,
+                kind=kind,
+                rows=len(all_ids),
+                shards=shards,
+                schema=schema_to_json(next(iter(prepared.values()))[0].schema),
+                code_version=code_version(),
+                config_hash=config_hash,
+                dagster_run_id=dagster_run_id,
+                batches=sorted(set(batches)),
+                rows_added=added,
+                rows_removed=removed,
+                splits=split_files,
+                stats={**_table_stats({k: t for k, (t, _) in prepared.items()}), **stats},
                 created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             )
             self.store.write_bytes_atomic(posixpath.join(work, "README.md"), render_card(manifest).encode())
@@ -251,7 +294,7 @@ class DatasetStore:
             if self.store.local:
                 self.store.remove(work, recursive=True)
             raise
-        self._register(manifest, final)
+        self._register(manifest, final, sorted_ids)
         return PublishResult(manifest, final, created=True)
 
     def _remove_stale_temps(self, base: str) -> None:
@@ -273,22 +316,30 @@ class DatasetStore:
         removed = int(pc.sum(pc.invert(pc.is_in(old, value_set=ids.combine_chunks()))).as_py() or 0)
         return added, removed
 
-    def _register(self, manifest: Manifest, path: str) -> None:
+    def _register(self, manifest: Manifest, path: str, sorted_ids: dict[str, pa.Array] | None = None) -> None:
+        """Catalog rows for a version; ``sorted_ids`` (per split, shard order) saves reading shards back."""
+        by_file = {s.file: s for s in manifest.shards}
         parts = []
-        for shard in manifest.shards:
-            ids = read_shard(self.store, path, shard, ["sample_id"]).column("sample_id")
-            parts.append(
-                pa.table({
-                    "sample_id": ids,
-                    "shard": pa.array([shard.file] * len(ids), pa.string()),
-                    "row": pa.array(range(len(ids)), pa.int64()),
-                })
-            )
-        index = pa.concat_tables(parts) if parts else pa.table(
-            {"sample_id": pa.array([], pa.string()), "shard": pa.array([], pa.string()),
-             "row": pa.array([], pa.int64())}
-        )
-        self.catalog.register(manifest, path, index)
+        for split, files in (manifest.splits or {"train": list(by_file)}).items():
+            ids = sorted_ids.get(split) if sorted_ids else None
+            offset = 0
+            for file in files:
+                shard = by_file[file]
+                if ids is not None:
+                    column = ids.slice(offset, shard.rows)
+                else:
+                    column = read_shard(self.store, path, shard, ["sample_id"]).column("sample_id")
+                offset += shard.rows
+                parts.append(
+                    pa.table(
+                        {
+                            "sample_id": column,
+                            "shard": pa.repeat(pa.scalar(file, pa.string()), shard.rows),
+                            "row": pa.array(np.arange(shard.rows, dtype=np.int64)),
+                        }
+                    )
+                )
+        self.catalog.register(manifest, path, pa.concat_tables(parts))
 
     # ---- aliases and catalog ---------------------------------------------------------------
 
@@ -307,10 +358,14 @@ class DatasetStore:
                 body = json.loads(self.store.read_bytes(path))
             previous = body["aliases"].get(alias)
             body["aliases"][alias] = manifest.version
-            body["history"].append({
-                "alias": alias, "version": manifest.version, "previous": previous,
-                "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            })
+            body["history"].append(
+                {
+                    "alias": alias,
+                    "version": manifest.version,
+                    "previous": previous,
+                    "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                }
+            )
             self.store.write_bytes_atomic(path, (json.dumps(body, indent=2) + "\n").encode())
             self.catalog.set_aliases(name, {k: int(v) for k, v in body["aliases"].items()})
         return previous, manifest

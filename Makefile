@@ -1,0 +1,51 @@
+# ptfactory: `make demo` and `make test` are the two entry points (see README.md).
+# Every target is idempotent: a second run only does what changed.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip --disable-pip-version-check
+STAMP := $(VENV)/.ptf-installed
+PYTEST_ARGS ?=
+
+export OMP_NUM_THREADS ?= 1
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+
+.PHONY: setup demo test lint typecheck unit bench constraints clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(VENV)/bin/ptf run --seeds demo/seeds
+	$(VENV)/bin/ptf pull sft@latest --to .ptf/pulled/sft-latest
+	@echo "published: $$($(VENV)/bin/ptf datasets list --json | $(PY) -c 'import json,sys; r=json.load(sys.stdin); print(r[-1]["path"] if r else "nothing")')"
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+unit: setup
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test: lint typecheck unit
+
+bench: setup
+	$(PY) bench/storage.py
+
+constraints: setup
+	{ sed -n '1,2p' constraints.txt; $(PIP) freeze | grep -v -E '^(-e |ptfactory)' | sed 's/+cpu//'; } > constraints.tmp
+	mv constraints.tmp constraints.txt
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

@@ -1,0 +1,5 @@
+"""``python -m pipelines`` is ``ptf``."""
+
+from pipelines.cli import main
+
+main()

@@ -1,0 +1,95 @@
+"""Shared fixtures: an isolated PTF_HOME, a throwaway project for CLI runs, and sample tables."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from storage.schema import from_records, sample_id
+
+REPO = Path(__file__).resolve().parent.parent
+PTF = [sys.executable, "-m", "pipelines"]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh PTF_HOME for library-level tests."""
+    path = tmp_path / "ptf-home"
+    monkeypatch.setenv("PTF_HOME", str(path))
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project folder like a user's: the repo's dagster.yaml and factory.yaml, nothing else."""
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(REPO / "dagster.yaml", root / "dagster.yaml")
+    shutil.copy(REPO / "factory.yaml", root / "factory.yaml")
+    return root
+
+
+@pytest.fixture
+def ptf(project: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run the real `ptf` CLI in ``project`` (a subprocess, as a user would)."""
+
+    def run(
+        *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        full_env = {k: v for k, v in os.environ.items() if k not in ("PTF_HOME", "DAGSTER_HOME")}
+        full_env.update({"COLUMNS": "200", "NO_COLOR": "1", **(env or {})})
+        return subprocess.run(
+            [*PTF, *args],
+            cwd=cwd or project,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    return run
+
+
+def make_rows(count: int, batch: str = "b1", kind: str = "sft", start: int = 0) -> pa.Table:
+    records = []
+    for i in range(start, start + count):
+        messages = [
+            {"role": "user", "content": f"Question number {i}: what is {i} + {i}?"},
+            {"role": "assistant", "content": f"The answer is {2 * i}."},
+        ]
+        records.append(
+            {
+                "sample_id": sample_id(kind, messages),
+                "batch": batch,
+                "kind": kind,
+                "messages": messages,
+                "provenance": {"method": "test", "seed_task_id": f"t{i}"},
+                "decisions": [{"stage": "seed", "verdict": "keep", "reason": "test", "detail": None}],
+            }
+        )
+    return from_records(records)
+
+
+@pytest.fixture
+def rows() -> Callable[..., pa.Table]:
+    return make_rows
+
+
+@pytest.fixture
+def seeds_file(tmp_path: Path) -> Path:
+    path = tmp_path / "seeds.jsonl"
+    path.write_text(
+        '{"id": "s1", "instruction": "Say hi.", "response": "Hi!"}\n'
+        '{"id": "s2", "instruction": "Count to three.", "response": "1, 2, 3"}\n'
+        '{"id": "s3", "instruction": "Name a color."}\n',
+        encoding="utf-8",
+    )
+    return path

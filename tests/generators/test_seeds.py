@@ -1,0 +1,145 @@
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from generators.seeds import read_seeds, seeds_to_table
+from ptfactory.errors import SeedError
+from storage.schema import validate_table
+
+CODE = {
+    "id": "c1",
+    "kind": "code",
+    "instruction": "def add(a, b):\n",
+    "response": "    return a + b\n",
+    "entry_point": "add",
+    "tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+}
+
+
+def _jsonl(tmp_path: Path, *rows: object, raw: bytes | None = None) -> Path:
+    path = tmp_path / "seeds.jsonl"
+    if raw is not None:
+        path.write_bytes(raw)
+    else:
+        path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_reads_the_three_seed_shapes(tmp_path: Path) -> None:
+    path = _jsonl(
+        tmp_path,
+        {"instruction": "Name a color."},
+        {"id": 7, "instruction": "Rewrite it.", "input": "The cat sat.", "response": "It sat, the cat."},
+        "",
+        CODE,
+    )
+    tasks = read_seeds(path)
+    assert [t.kind for t in tasks] == ["sft", "sft", "code"]
+    assert tasks[0].id.startswith("seed-")
+    assert tasks[1].id == "7"
+    assert tasks[1].prompt == "Rewrite it.\n\nThe cat sat."
+    table = seeds_to_table(tasks, "b1")
+    validate_table(table)
+    rows = table.to_pylist()
+    assert [len(r["messages"]) for r in rows] == [1, 2, 2]
+    assert rows[2]["entry_point"] == "add" and rows[2]["language"] == "python"
+    assert rows[1]["provenance"]["seed_task_id"] == "7"
+    assert rows[0]["decisions"][0]["reason"] == "instruction_only"
+    assert rows[1]["decisions"][0] == {
+        "stage": "seed",
+        "verdict": "keep",
+        "reason": "with_reference",
+        "detail": "seeds.jsonl:2",
+    }
+
+
+def test_alpaca_style_empty_input_means_no_context(tmp_path: Path) -> None:
+    tasks = read_seeds(_jsonl(tmp_path, {"instruction": "Say hi.", "input": "", "response": "Hi"}))
+    assert tasks[0].input is None
+
+
+def test_parquet_seeds(tmp_path: Path) -> None:
+    path = tmp_path / "seeds.parquet"
+    pq.write_table(pa.table({"instruction": ["a?", "b?"], "response": ["A", None]}), path)
+    tasks = read_seeds(path)
+    assert [t.response for t in tasks] == ["A", None]
+    pq.write_table(pa.table({"instruction": ["a?"], "prompt": ["x"]}), path)
+    with pytest.raises(SeedError, match=r"seeds.parquet: unknown column 'prompt'"):
+        read_seeds(path)
+
+
+def test_a_folder_of_seed_files(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text(json.dumps({"instruction": "one"}) + "\n")
+    (tmp_path / "b.jsonl").write_text(json.dumps({"instruction": "two"}) + "\n")
+    (tmp_path / "NOTES.md").write_text("not a seed file")
+    assert [t.instruction for t in read_seeds(tmp_path)] == ["one", "two"]
+
+
+@pytest.mark.parametrize(
+    ("rows", "raw", "message"),
+    [
+        (['{"instruction": "ok"}', '{"instruction": "broken"'], None, r"seeds.jsonl:2: not valid JSON"),
+        (
+            None,
+            b'{"instruction": "ok"}\n{"instruction": "caf\xe9"}\n',
+            r"seeds.jsonl:2: not valid UTF-8 \(byte 0xe9",
+        ),
+        ([{"instruction": "   "}], None, r"seeds.jsonl:1: field 'instruction' is empty"),
+        ([{"response": "orphan"}], None, r"seeds.jsonl:1: field 'instruction' is missing"),
+        ([{"instruction": 42}], None, r"field 'instruction' must be text, got number"),
+        (
+            [{"instruction": "x" * 1_048_576}],
+            None,
+            r"field 'instruction' is 1,048,576 characters, over the 100,000",
+        ),
+        (
+            [{"instruction": "a"}, {"instruction": "a"}],
+            None,
+            r"seeds.jsonl:2: duplicate seed: same content as .*:1",
+        ),
+        (
+            [{"id": "x", "instruction": "a"}, {"id": "x", "instruction": "b"}],
+            None,
+            r":2: duplicate seed id 'x'",
+        ),
+        ([{"instruction": "a", "output": "b"}], None, r"unknown field 'output'; allowed: id, instruction"),
+        ([{"instruction": "a", "kind": "chat"}], None, r"field 'kind' is 'chat'; allowed: sft, code"),
+        (["[1, 2]"], None, r"expected a JSON object per line, got array"),
+        ([{**CODE, "tests": "assert True"}], None, r"does not define check\(candidate\)"),
+        ([{**CODE, "tests": "def check(:"}], None, r"field 'tests' is not valid Python"),
+        (
+            [{**CODE, "entry_point": "not a name"}],
+            None,
+            r"'entry_point' is 'not a name', not a Python function",
+        ),
+        ([{k: v for k, v in CODE.items() if k != "tests"}], None, r"field 'tests' is missing"),
+        ([{"instruction": "a", "tests": "def check(c): pass"}], None, r"only belongs to code seeds"),
+        (['{"instruction": "\\ud800"}'], None, r"unpaired surrogate"),
+        ([""], None, r"holds no seed tasks"),
+    ],
+)
+def test_bad_seeds_are_one_clear_error(
+    tmp_path: Path, rows: list[object] | None, raw: bytes | None, message: str
+) -> None:
+    path = _jsonl(tmp_path, *(rows or []), raw=raw)
+    with pytest.raises(SeedError, match=message):
+        read_seeds(path)
+
+
+def test_missing_path_and_wrong_suffix(tmp_path: Path) -> None:
+    with pytest.raises(SeedError, match="does not exist"):
+        read_seeds(tmp_path / "nope.jsonl")
+    csv = tmp_path / "seeds.csv"
+    csv.write_text("instruction\nhi\n")
+    with pytest.raises(SeedError, match=r"unsupported seed file type '.csv'"):
+        read_seeds(csv)
+
+
+def test_field_limit_is_configurable(tmp_path: Path) -> None:
+    path = _jsonl(tmp_path, {"instruction": "x" * 200})
+    assert read_seeds(path, max_field_chars=500)
+    with pytest.raises(SeedError, match="over the 100 limit"):
+        read_seeds(path, max_field_chars=100)

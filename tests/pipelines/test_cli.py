@@ -1,0 +1,162 @@
+"""The `ptf` CLI as a user runs it: a subprocess in a project folder."""
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+Ptf = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def test_run_publishes_pulls_and_explains(
+    ptf: Ptf, project: Path, seeds_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _ok(ptf("run", "--seeds", str(seeds_file)))
+    assert "published sft@v1 (2 rows)" in first.stdout
+    listed = json.loads(_ok(ptf("datasets", "list", "--json")).stdout)
+    assert [(d["dataset"], d["version"], d["rows"]) for d in listed] == [("sft", "v1", 2)]
+    assert Path(listed[0]["path"]) == project / ".ptf" / "datasets" / "sft" / "v1"
+
+    again = _ok(ptf("run", "--seeds", str(seeds_file)))
+    assert "unchanged, still sft@v1" in again.stdout
+
+    pulled = _ok(ptf("pull", "sft@latest", "--to", str(tmp_path / "pulled")))
+    assert "verified" in pulled.stdout
+    assert (tmp_path / "pulled" / "part-00000.parquet").exists()
+
+    _ok(ptf("datasets", "tag", "sft@v1", "stable"))
+    shown = json.loads(_ok(ptf("datasets", "show", "sft@stable", "--json")).stdout)
+    assert shown["version"] == 1 and shown["aliases"] == ["stable"]
+
+    import pyarrow.parquet as pq
+
+    sid = pq.read_table(tmp_path / "pulled" / "part-00000.parquet").column("sample_id")[0].as_py()
+    story = json.loads(_ok(ptf("lineage", sid[:10], "--json")).stdout)
+    assert story["sample_id"] == sid
+    assert story["versions"][0]["dataset"] == "sft" and story["versions"][0]["version"] == 1
+    assert story["record"]["decisions"][0]["stage"] == "seed"
+    assert [s["asset"] for s in story["stages"]] == ["seed_tasks"]
+    human = _ok(ptf("lineage", sid)).stdout
+    assert "published in" in human and "seed_tasks" in human
+
+    # the runs are in the project's Dagster instance, where `ptf ui` shows them
+    from dagster._core.instance.ref import InstanceRef
+
+    monkeypatch.chdir(project)  # dagster.yaml paths are relative to the project root
+
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(project))) as instance:
+        runs = instance.get_runs()
+        assert len(runs) == 2
+        assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        assert instance.get_dynamic_partitions("batch") == [runs[0].tags["ptf/batch"]]
+
+
+def test_instruction_only_rows_are_left_out_with_a_reason(ptf: Ptf, seeds_file: Path) -> None:
+    _ok(ptf("run", "--seeds", str(seeds_file)))
+    story = json.loads(_ok(ptf("lineage", "--json", _instruction_only_id(seeds_file))).stdout)
+    assert story["versions"] == []
+    assert story["record"]["decisions"][-1]["reason"] == "instruction_only"
+
+
+def _instruction_only_id(seeds_file: Path) -> str:
+    from generators.seeds import read_seeds
+
+    return next(t.sample_id for t in read_seeds(seeds_file) if t.response is None)
+
+
+def test_runs_from_a_subdirectory_of_the_project(ptf: Ptf, project: Path, seeds_file: Path) -> None:
+    sub = project / "notebooks"
+    sub.mkdir()
+    _ok(ptf("run", "--seeds", str(seeds_file), cwd=sub))
+    assert (project / ".ptf" / "datasets" / "sft" / "v1" / "manifest.json").exists()
+    assert not (sub / ".ptf").exists()
+
+
+BAD_SEEDS = {
+    "malformed_jsonl": (
+        b'{"instruction": "a", "response": "b"}\n{"instruction": \n',
+        "seeds.jsonl:2: not valid JSON",
+    ),
+    "non_utf8": (b'{"instruction": "a\xff", "response": "b"}\n', "seeds.jsonl:1: not valid UTF-8"),
+    "empty_instruction": (b'{"instruction": "", "response": "b"}\n', "field 'instruction' is empty"),
+    "missing_field": (b'{"response": "b"}\n', "field 'instruction' is missing"),
+    "one_mb_field": (
+        b'{"instruction": "a", "response": "' + b"x" * 1_048_576 + b'"}\n',
+        "field 'response' is 1,048,576 characters",
+    ),
+    "duplicates": (
+        b'{"instruction": "a", "response": "b"}\n{"instruction": "a", "response": "b"}\n',
+        "duplicate seed",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SEEDS))
+def test_bad_seeds_exit_2_and_publish_nothing(ptf: Ptf, project: Path, tmp_path: Path, case: str) -> None:
+    content, message = BAD_SEEDS[case]
+    path = tmp_path / "seeds.jsonl"
+    path.write_bytes(content)
+    result = ptf("run", "--seeds", str(path))
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (project / ".ptf" / "datasets").exists()
+    assert not (project / ".ptf" / "seeds").exists()
+
+
+def test_unknown_config_key_exits_2(ptf: Ptf, project: Path, seeds_file: Path) -> None:
+    (project / "factory.yaml").write_text("storage:\n  shard_row: 10\n")
+    result = ptf("run", "--seeds", str(seeds_file))
+    assert result.returncode == 2
+    assert (
+        "factory.yaml: unknown key 'storage.shard_row'; allowed under 'storage': shard_rows" in result.stderr
+    )
+    assert not (project / ".ptf" / "datasets").exists()
+
+
+def test_pull_of_corrupt_version_exits_nonzero_naming_the_shard(
+    ptf: Ptf, project: Path, seeds_file: Path, tmp_path: Path
+) -> None:
+    _ok(ptf("run", "--seeds", str(seeds_file)))
+    shard = project / ".ptf/datasets/sft/v1/part-00000.parquet"
+    shard.write_bytes(shard.read_bytes()[:-10] + b"0123456789")
+    result = ptf("pull", "sft@v1", "--to", str(tmp_path / "out"))
+    assert result.returncode == 1
+    assert "part-00000.parquet is corrupt" in result.stderr
+    missing = ptf("pull", "sft@v4", "--to", str(tmp_path / "out"))
+    assert missing.returncode == 2 and "has no version v4" in missing.stderr
+
+
+COMMANDS = [
+    ["run"],
+    ["datasets", "list"],
+    ["datasets", "show"],
+    ["datasets", "tag"],
+    ["datasets", "reindex"],
+    ["pull"],
+    ["lineage"],
+    ["ui"],
+    ["doctor"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids="-".join)
+def test_every_command_explains_itself(ptf: Ptf, command: list[str]) -> None:
+    result = _ok(ptf(*command, "--help"))
+    assert "Usage:" in result.stdout
+    body = result.stdout.split("Usage:", 1)[1]
+    assert len(body.split()) > 8, f"`ptf {' '.join(command)} --help` says too little"
+
+
+def test_doctor_reports_components(ptf: Ptf) -> None:
+    checks = json.loads(_ok(ptf("doctor", "--json")).stdout)
+    components = {c["component"] for c in checks}
+    assert {"dagster instance", "docker engine", "label studio", "bundled model", "gpu"} <= components
