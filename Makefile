@@ -18,7 +18,7 @@ export HF_DATASETS_OFFLINE := 1
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -c constraints.txt -e '.[dev]'
+	$(PIP) install -q -c constraints.txt -e '.[dev]' 2>&1 | { grep -v 'is ignored: it is neither' || true; }
 	touch $(STAMP)
 
 setup: $(STAMP)
