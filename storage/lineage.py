@@ -77,8 +77,9 @@ def lineage(sample_id: str, datasets: DatasetStore, assets: AssetStore) -> dict[
         partition = path.rsplit("/", 1)[-1].removesuffix(".parquet")
         for row in table.to_pylist():
             stages.append({"asset": asset, "partition": partition, "row": row})
-            if record is None:
-                record = row
+    if record is None and stages:
+        # Unpublished: the furthest stage it reached tells its story (the longest decisions trail).
+        record = max((s["row"] for s in stages), key=lambda r: len(r.get("decisions") or []))
     if not placements and not stages:
         raise DatasetRefError(
             f"sample {sample_id!r} is in no published version and no stage output under {assets.store.root}"

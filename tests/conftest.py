@@ -26,13 +26,23 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+def fast_factory_yaml(model: Path) -> str:
+    """A factory.yaml for tests: the tiny model and a handful of generations, so a run takes seconds."""
+    return (
+        f"engines:\n  generator: {{backend: transformers, model: {model}, price_per_mtok: 0.5}}\n"
+        "generation:\n  self_instruct: {count: 2}\n  evol_instruct: {count: 1}\n  code: {count: 1}\n"
+        "  instructions: {max_tokens: 12}\n  code_problems: {max_tokens: 12}\n"
+        "  responses: {n: 1, max_tokens: 8}\n"
+    )
+
+
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A project folder like a user's: the repo's dagster.yaml and factory.yaml, nothing else."""
+def project(tmp_path: Path, tiny_model: Path) -> Path:
+    """A project folder like a user's: the repo's dagster.yaml, a fast factory.yaml, nothing else."""
     root = tmp_path / "project"
     root.mkdir()
     shutil.copy(REPO / "dagster.yaml", root / "dagster.yaml")
-    shutil.copy(REPO / "factory.yaml", root / "factory.yaml")
+    (root / "factory.yaml").write_text(fast_factory_yaml(tiny_model))
     return root
 
 
@@ -93,3 +103,18 @@ def seeds_file(tmp_path: Path) -> Path:
         encoding="utf-8",
     )
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.models import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama")
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """The bundled SmolLM2-135M-Instruct as an HF folder (converted once, kept in .ptf/test-state)."""
+    from tests.models import bundled_model
+
+    return bundled_model()

@@ -7,10 +7,12 @@ import dagster as dg
 import pyarrow as pa
 
 from assets.datasets import sft_dataset
+from assets.generation import candidate_instructions, candidate_responses
 from assets.seeds import seed_tasks
 from pipelines.definitions import defs
 from pipelines.resources import FactoryResource, SampleIOManager
 from storage.assetstore import AssetStore
+from storage.schema import dropped_mask
 from storage.seedstore import SeedStore
 from storage.versions import DatasetStore
 
@@ -18,7 +20,7 @@ from storage.versions import DatasetStore
 def test_definitions_load_with_one_factory_job() -> None:
     job = defs.resolve_job_def("factory")
     keys = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
-    assert {"seed_tasks", "sft_dataset"} <= keys
+    assert {"seed_tasks", "candidate_instructions", "candidate_responses", "sft_dataset"} <= keys
     checks = {c.name for c in defs.resolve_asset_graph().asset_check_keys}
     assert {"seed_tasks_schema_valid", "seed_tasks_unique_ids", "sft_dataset_shards_verified"} <= checks
 
@@ -29,43 +31,54 @@ def _stage(home: Path, batch: str, rows: list[dict[str, str]], tmp_path: Path) -
     SeedStore(str(home)).stage([path], batch)
 
 
-def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path) -> None:
+GRAPH = [seed_tasks, candidate_instructions, candidate_responses, sft_dataset]
+
+
+def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path, tiny_model: Path) -> None:
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("batch", ["b1", "b2"])
     _stage(home, "b1", [{"instruction": "a?", "response": "A"}, {"instruction": "b?"}], tmp_path)
     _stage(
         home, "b2", [{"instruction": "c?", "response": "C"}, {"instruction": "a?", "response": "A"}], tmp_path
     )
-    resources = {"factory": FactoryResource(home=str(home)), "samples_io": SampleIOManager(home=str(home))}
-
-    first = dg.materialize(
-        [seed_tasks, sft_dataset], instance=instance, partition_key="b1", resources=resources
+    config = tmp_path / "factory.yaml"
+    # no new instructions, one-token answers: this test is about batches and versions
+    config.write_text(
+        f"engines:\n  generator: {{model: {tiny_model}}}\n"
+        "generation: {self_instruct: {count: 0}, evol_instruct: {count: 0}, code: {count: 0},"
+        " responses: {max_tokens: 1, temperature: 0}}\n"
     )
+    resources = {
+        "factory": FactoryResource(home=str(home), config_path=str(config)),
+        "samples_io": SampleIOManager(home=str(home)),
+    }
+
+    first = dg.materialize(GRAPH, instance=instance, partition_key="b1", resources=resources)
     assert first.success
     meta = first.asset_materializations_for_node("sft_dataset")[0].metadata
     assert meta["version"].value == "sft@v1"
-    assert meta["dagster/row_count"].value == 1
+    b1 = AssetStore(str(home)).read("candidate_responses", "b1")
+    kept = b1.filter(pa.compute.invert(dropped_mask(b1)))
+    assert meta["dagster/row_count"].value == kept.num_rows  # the reference + kept one-token answers
     checks = {e.check_name: e.passed for e in first.get_asset_check_evaluations()}
-    assert checks == {
-        "seed_tasks_schema_valid": True,
-        "seed_tasks_unique_ids": True,
-        "sft_dataset_schema_valid": True,
-        "sft_dataset_unique_ids": True,
-        "sft_dataset_shards_verified": True,
-    }
+    assert {
+        "seed_tasks_schema_valid",
+        "candidate_responses_unique_ids",
+        "sft_dataset_shards_verified",
+    } <= set(checks)
+    assert all(checks.values())
 
-    second = dg.materialize(
-        [seed_tasks, sft_dataset], instance=instance, partition_key="b2", resources=resources
-    )
+    second = dg.materialize(GRAPH, instance=instance, partition_key="b2", resources=resources)
     assert second.success
     manifest = DatasetStore(str(home)).resolve("sft@latest")
-    # "a?" appears in both batches: published once, from the first batch
-    assert (manifest.version, manifest.rows, manifest.batches) == (2, 2, ["b1", "b2"])
-    assert (manifest.rows_added, manifest.rows_removed) == (1, 0)
+    assert (manifest.version, manifest.batches, manifest.rows_removed) == (2, ["b1", "b2"], 0)
+    # the reference answer of "a?" comes from both batches: published once, from the first
     left_out = second.asset_materializations_for_node("sft_dataset")[0].metadata["left_out"].value
-    assert "duplicate_across_batches | 1" in left_out and "no_response | 1" in left_out
-    stored = pa.concat_tables([AssetStore(str(home)).read("seed_tasks", b) for b in ("b1", "b2")])
-    assert stored.num_rows == 4  # every row is kept in the stage output, published or not
+    assert "duplicate_across_batches" in left_out
+    published = DatasetStore(str(home)).read("sft@v2").to_pylist()
+    references = [r for r in published if r["provenance"]["method"] == "reference"]
+    assert sorted(r["messages"][1]["content"] for r in references) == ["A", "C"]
+    assert next(r for r in references if r["messages"][1]["content"] == "A")["batch"] == "b1"
 
 
 def test_missing_staged_seeds_fail_with_a_hint(home: Path) -> None:

@@ -1,0 +1,202 @@
+"""The engine interface every LLM backend implements, and the caching around it.
+
+``Engine.chat(conversations, params) -> list[list[Completion]]`` (``params.n`` completions
+each) and ``Engine.score(prompts, continuations) -> list[TokenLogprobs]``. Subclasses
+implement ``_chat``/``_score`` for the requests the cache cannot answer; the base class
+looks every request up in the :class:`~engines.cache.ResponseCache` first and stores each
+finished chunk immediately, so a run killed half-way re-sends nothing that finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from engines.cache import ResponseCache, request_key
+
+__all__ = [
+    "Completion",
+    "Conversation",
+    "Engine",
+    "EngineStats",
+    "SamplingParams",
+    "TokenLogprobs",
+]
+
+Conversation = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    n: int = 1
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 256
+    seed: int | None = 0
+    stop: tuple[str, ...] = ()
+    json_schema: dict[str, Any] | None = None  # structured output where the backend supports it
+    logprobs: int | None = None  # top-k logprobs per generated token
+
+    def to_dict(self) -> dict[str, Any]:
+        body = asdict(self)
+        body["stop"] = list(self.stop)
+        return body
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str = "stop"
+    logprobs: list[float] | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Completion:
+        return cls(**data)
+
+
+@dataclass
+class TokenLogprobs:
+    """Log-probabilities of each continuation token given the prompt."""
+
+    tokens: list[str]
+    logprobs: list[float]
+
+    @property
+    def mean_nll(self) -> float:
+        return -sum(self.logprobs) / max(len(self.logprobs), 1)
+
+
+@dataclass
+class EngineStats:
+    requests_sent: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.requests_sent + self.cache_hits
+        return self.cache_hits / total if total else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.completion_tokens / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class Engine(ABC):
+    """An LLM backend. ``model_id`` names the weights (it is part of every cache key)."""
+
+    model_id: str
+    cache: ResponseCache | None = None
+    chunk_size: int = 64  # requests per backend call: the unit that is cached as it finishes
+    stats: EngineStats = field(default_factory=EngineStats)
+
+    backend = "abstract"
+    supports_json_schema = False
+
+    # -- backends implement these ------------------------------------------------------------
+
+    @abstractmethod
+    def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
+        """Run every conversation through the model; no caching here."""
+
+    def _score(self, prompts: Sequence[Conversation], continuations: Sequence[str]) -> list[TokenLogprobs]:
+        raise NotImplementedError(f"the {self.backend} engine cannot score continuations")
+
+    def close(self) -> None:  # noqa: B027 - optional hook; most backends hold nothing to release
+        """Release models, processes or connections."""
+
+    # -- the cached public interface ---------------------------------------------------------
+
+    def chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
+        keys = [request_key("chat", self.model_id, params.to_dict(), conv) for conv in conversations]
+        found = self.cache.get_many(keys) if self.cache is not None else {}
+        results: dict[str, list[Completion]] = {
+            k: [Completion.from_dict(c) for c in v] for k, v in found.items()
+        }
+        self.stats.cache_hits += sum(1 for k in keys if k in results)
+        for chunk in _pending_chunks(list(zip(keys, conversations, strict=True)), results, self.chunk_size):
+            started = time.perf_counter()
+            _log_calls("sent", [k for k, _ in chunk])
+            answers = self._chat([c for _, c in chunk], params)
+            self.stats.seconds += time.perf_counter() - started
+            self.stats.requests_sent += len(chunk)
+            stored = {}
+            for (key, _), completions in zip(chunk, answers, strict=True):
+                results[key] = completions
+                stored[key] = [asdict(c) for c in completions]
+                self.stats.prompt_tokens += completions[0].prompt_tokens if completions else 0
+                self.stats.completion_tokens += sum(c.completion_tokens for c in completions)
+            if self.cache is not None:
+                self.cache.put_many("chat", self.model_id, stored)
+            _log_calls("done", list(stored))
+        return [results[k] for k in keys]
+
+    def score(self, prompts: Sequence[Conversation], continuations: Sequence[str]) -> list[TokenLogprobs]:
+        keys = [
+            request_key("score", self.model_id, {}, {"prompt": p, "continuation": c})
+            for p, c in zip(prompts, continuations, strict=True)
+        ]
+        found = self.cache.get_many(keys) if self.cache is not None else {}
+        results = {k: TokenLogprobs(**v) for k, v in found.items()}
+        self.stats.cache_hits += sum(1 for k in keys if k in results)
+        pairs = [(k, (p, c)) for k, p, c in zip(keys, prompts, continuations, strict=True)]
+        for chunk in _pending_chunks(pairs, results, self.chunk_size):
+            started = time.perf_counter()
+            _log_calls("sent", [k for k, _ in chunk])
+            scored = self._score([p for _, (p, _) in chunk], [c for _, (_, c) in chunk])
+            self.stats.seconds += time.perf_counter() - started
+            self.stats.requests_sent += len(chunk)
+            for (key, _), value in zip(chunk, scored, strict=True):
+                results[key] = value
+            if self.cache is not None:
+                self.cache.put_many("score", self.model_id, {k: asdict(results[k]) for k, _ in chunk})
+            _log_calls("done", [k for k, _ in chunk])
+        return [results[k] for k in keys]
+
+    def describe(self) -> dict[str, str]:
+        return {"engine": self.backend, "model": self.model_id}
+
+
+def _pending_chunks(
+    items: list[tuple[str, Any]], done: dict[str, Any], size: int
+) -> Iterator[list[tuple[str, Any]]]:
+    """Chunks of the requests not yet answered, each sent once.
+
+    Chunk boundaries are fixed over the whole request list (not over what is left), so a rerun
+    after a crash sends the same chunks the first run would have: batch-dependent sampling
+    (transformers seeds once per batch) then gives the same text as an uninterrupted run.
+    """
+    first: dict[str, Any] = {}
+    for key, value in items:
+        first.setdefault(key, value)  # identical requests in one call are sent once
+    unique = list(first.items())
+    for start in range(0, len(unique), max(size, 1)):
+        pending = [(k, v) for k, v in unique[start : start + size] if k not in done]
+        if pending:
+            yield pending
+
+
+def _log_calls(event: str, keys: list[str]) -> None:
+    """Append ``sent KEY`` before and ``done KEY`` after each request to ``$PTF_ENGINE_CALL_LOG``:
+    an audit trail of what reached the backend (the resume tests check that no finished request
+    is ever sent again)."""
+    path = os.environ.get("PTF_ENGINE_CALL_LOG")
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write("".join(f"{event} {k}\n" for k in keys))
+        handle.flush()
+        os.fsync(handle.fileno())

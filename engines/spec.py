@@ -1,0 +1,93 @@
+"""How an engine is declared in factory.yaml, and how a declaration becomes an :class:`Engine`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engines.base import Engine
+from engines.cache import ResponseCache
+
+__all__ = ["EngineSpec", "build_engine"]
+
+
+class EngineSpec(BaseModel):
+    """One engine: a backend, a model, and the backend's knobs (unused ones are ignored)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: Literal["transformers", "vllm", "openai"] = "transformers"
+    model: str = Field("bundled", description="'bundled' (SmolLM2-135M-Instruct), a folder, or a hub id")
+    # transformers
+    batch_size: int = Field(8, gt=0)
+    device: str = "cpu"
+    dtype: str = Field("auto", description="auto: float32 on CPU (fastest there), bfloat16 on GPU")
+    threads: int | None = Field(None, gt=0)
+    # vllm
+    tensor_parallel_size: int = Field(1, gt=0)
+    enforce_eager: bool = False
+    max_model_len: int | None = Field(None, gt=0)
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    python: str | None = Field(None, description="run vLLM in this interpreter (its own venv) as a worker")
+    # openai
+    base_url: str = "http://127.0.0.1:8000/v1"
+    served_model: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    max_concurrency: int = Field(8, gt=0)
+    timeout_s: float = Field(120.0, gt=0)
+    max_retries: int = Field(5, ge=0)
+    # all
+    chunk_size: int | None = Field(None, gt=0, description="requests per cached backend call")
+    price_per_mtok: float = Field(0.0, ge=0, description="estimated cost in $ per million tokens")
+
+    @property
+    def model_id(self) -> str:
+        """The model's name in cache keys and provenance."""
+        return "SmolLM2-135M-Instruct" if self.model == "bundled" else self.model
+
+
+def build_engine(spec: EngineSpec, cache_path: Path | None) -> Engine:
+    cache = ResponseCache(cache_path) if cache_path else None
+    if spec.backend == "transformers":
+        from engines.transformers_engine import TransformersEngine
+
+        return TransformersEngine(
+            model_id=spec.model_id,
+            cache=cache,
+            chunk_size=spec.chunk_size or TransformersEngine.chunk_size,
+            model_path=spec.model,
+            batch_size=spec.batch_size,
+            device=spec.device,
+            dtype=spec.dtype,
+            threads=spec.threads,
+        )
+    if spec.backend == "vllm":
+        from engines.vllm_engine import VLLMEngine
+
+        return VLLMEngine(
+            model_id=spec.model_id,
+            cache=cache,
+            chunk_size=spec.chunk_size or VLLMEngine.chunk_size,
+            model_path=spec.model,
+            dtype=spec.dtype,
+            tensor_parallel_size=spec.tensor_parallel_size,
+            enforce_eager=spec.enforce_eager,
+            max_model_len=spec.max_model_len,
+            gpu_memory_utilization=spec.gpu_memory_utilization,
+            python=spec.python,
+        )
+    from engines.openai_engine import OpenAIEngine
+
+    return OpenAIEngine(
+        model_id=spec.model_id,
+        cache=cache,
+        chunk_size=spec.chunk_size or OpenAIEngine.chunk_size,
+        base_url=spec.base_url,
+        served_model=spec.served_model,
+        api_key_env=spec.api_key_env,
+        max_concurrency=spec.max_concurrency,
+        timeout_s=spec.timeout_s,
+        max_retries=spec.max_retries,
+    )

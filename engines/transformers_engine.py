@@ -1,0 +1,139 @@
+"""The embedded default engine: Hugging Face transformers on CPU (or one GPU), batched.
+
+No structured-output support: judges on this backend are prompted for JSON and parsed,
+and a reply that does not parse is recorded as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engines.base import Completion, Conversation, Engine, SamplingParams, TokenLogprobs
+from engines.bundled import resolve_model_path
+from ptfactory.errors import EngineError
+
+__all__ = ["TransformersEngine"]
+
+
+@dataclass
+class TransformersEngine(Engine):
+    model_path: str = "bundled"
+    batch_size: int = 8
+    device: str = "cpu"
+    dtype: str = "auto"  # float32 on CPU (faster than bf16 on AVX2), bfloat16 on GPU
+    threads: int | None = None
+
+    backend = "transformers"
+    _model: Any = field(default=None, init=False, repr=False)
+    _tokenizer: Any = field(default=None, init=False, repr=False)
+
+    def _load(self) -> tuple[Any, Any]:
+        if self._model is None:
+            import torch
+            import transformers
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # ptf shows progress
+            if self.threads:
+                torch.set_num_threads(self.threads)
+            path = resolve_model_path(self.model_path)
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(path)
+                dtype = (
+                    self.dtype
+                    if self.dtype != "auto"
+                    else ("float32" if self.device == "cpu" else "bfloat16")
+                )
+                model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+            except OSError as exc:
+                raise EngineError(f"cannot load model {path!r}: {exc}") from exc
+            if tokenizer.chat_template is None:
+                raise EngineError(f"model {path!r} has no chat template; use an instruct/chat model")
+            tokenizer.padding_side = "left"
+            if tokenizer.pad_token is None:
+                tokenizer.pad_token = tokenizer.eos_token
+            self._model = model.to(self.device).eval()
+            self._tokenizer = tokenizer
+        return self._model, self._tokenizer
+
+    def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
+        results: list[list[Completion]] = []
+        for start in range(0, len(conversations), self.batch_size):
+            results.extend(self._generate(conversations[start : start + self.batch_size], params))
+        return results
+
+    def _generate(self, batch: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
+        import torch
+
+        model, tokenizer = self._load()
+        encoded = tokenizer.apply_chat_template(
+            list(batch), add_generation_prompt=True, return_tensors="pt", padding=True, return_dict=True
+        ).to(self.device)
+        if params.seed is not None:
+            torch.manual_seed(params.seed)
+        sample = params.temperature > 0
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": params.max_tokens,
+            "do_sample": sample,
+            "num_return_sequences": params.n,
+            "pad_token_id": tokenizer.pad_token_id,
+        }
+        if sample:
+            kwargs.update(temperature=params.temperature, top_p=params.top_p)
+        else:
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        if params.stop:
+            kwargs.update(stop_strings=list(params.stop), tokenizer=tokenizer)
+        with torch.inference_mode():
+            output = model.generate(**encoded, **kwargs)
+        width = encoded["input_ids"].shape[1]
+        prompt_lengths = encoded["attention_mask"].sum(dim=1).tolist()
+        eos = {tokenizer.eos_token_id, tokenizer.pad_token_id}
+        completions: list[list[Completion]] = []
+        for index in range(len(batch)):
+            group = []
+            for sequence in output[index * params.n : (index + 1) * params.n]:
+                generated = sequence[width:].tolist()
+                length = next((i for i, t in enumerate(generated) if t in eos), len(generated))
+                text = tokenizer.decode(generated[:length], skip_special_tokens=True)
+                finish = "stop" if length < len(generated) or length < params.max_tokens else "length"
+                for stop in params.stop:
+                    if stop in text:
+                        text, finish = text.split(stop, 1)[0], "stop"
+                group.append(Completion(text, int(prompt_lengths[index]), length, finish))
+            completions.append(group)
+        return completions
+
+    def _score(self, prompts: Sequence[Conversation], continuations: Sequence[str]) -> list[TokenLogprobs]:
+        import torch
+
+        model, tokenizer = self._load()
+        results = []
+        for prompt, continuation in zip(prompts, continuations, strict=True):
+            prefix = (
+                tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+                if prompt
+                else ""
+            )
+            prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else []
+            cont_ids = tokenizer(continuation, add_special_tokens=False)["input_ids"]
+            if not cont_ids:
+                results.append(TokenLogprobs([], []))
+                continue
+            # With no prompt, the first token is scored after the BOS (or EOS) token.
+            start = prefix_ids or [tokenizer.bos_token_id or tokenizer.eos_token_id]
+            ids = torch.tensor([start + cont_ids], device=self.device)
+            with torch.inference_mode():
+                logits = model(ids).logits[0, len(start) - 1 : -1]
+            logprobs = torch.log_softmax(logits.float(), dim=-1)
+            picked = logprobs.gather(1, torch.tensor(cont_ids, device=self.device)[:, None])[:, 0]
+            results.append(
+                TokenLogprobs([tokenizer.decode([t]) for t in cont_ids], [float(x) for x in picked.tolist()])
+            )
+        return results
+
+    def close(self) -> None:
+        self._model = None
+        self._tokenizer = None

@@ -1,0 +1,131 @@
+"""Candidate responses: ``n`` samples per kept instruction from the generator engine, plus the
+seed's reference answer where there is one (it is a candidate like any other, and later the
+natural "chosen" side of a preference pair)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engines.base import Engine, SamplingParams
+from generators.config import SamplingConfig
+from generators.prompts import template
+from generators.records import candidate_row, provenance
+from storage.schema import dropped_mask, from_records
+
+__all__ = ["ResponseStats", "generate_responses"]
+
+STAGE = "respond"
+
+
+@dataclass
+class ResponseStats:
+    kept: Counter[str] = field(default_factory=Counter)  # method -> rows
+    dropped: Counter[str] = field(default_factory=Counter)  # reason -> rows
+    instructions: int = 0
+
+
+def generate_responses(
+    instructions: pa.Table, seeds: pa.Table, engine: Engine, sampling: SamplingConfig
+) -> tuple[pa.Table, ResponseStats]:
+    stats = ResponseStats()
+    kept = (
+        instructions.filter(pc.invert(dropped_mask(instructions))) if instructions.num_rows else instructions
+    )
+    rows_in = kept.to_pylist()
+    stats.instructions = len(rows_in)
+    references = {
+        s["sample_id"]: s["messages"][-1]["content"]
+        for s in seeds.to_pylist()
+        if s["messages"][-1]["role"] == "assistant"
+    }
+    params = SamplingParams(
+        n=sampling.n,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        max_tokens=sampling.max_tokens,
+        seed=sampling.seed,
+    )
+    code_tpl = template("respond_code")
+    conversations = []
+    for row in rows_in:
+        prompt = row["messages"][0]["content"]
+        text = code_tpl.render(prompt=prompt) if row["kind"] == "code" else prompt
+        conversations.append([{"role": "user", "content": text}])
+    replies = engine.chat(conversations, params)
+
+    out: dict[str, dict[str, Any]] = {}
+    for row, conversation, completions in zip(rows_in, conversations, replies, strict=True):
+        trail = row["decisions"]
+        prompt = row["messages"][0]["content"]
+        is_code = row["kind"] == "code"
+        for index, completion in enumerate(completions):
+            prov = provenance(
+                "response",
+                engine,
+                params,
+                template_id=code_tpl.id if is_code else "chat:raw",
+                template_hash=code_tpl.hash if is_code else None,
+                seed_task_id=row["provenance"]["seed_task_id"],
+                parent_id=row["sample_id"],
+                completion=completion,
+            )
+            empty = not completion.text.strip()
+            messages = [
+                {"role": "user", "content": conversation[0]["content"] if is_code else prompt},
+                {"role": "assistant", "content": completion.text},
+            ]
+            candidate = candidate_row(
+                batch=row["batch"],
+                kind=row["kind"],
+                messages=messages,
+                prov=prov,
+                stage=STAGE,
+                verdict="drop" if empty else "keep",
+                reason="empty_response" if empty else "sampled",
+                detail=f"sample {index + 1}/{len(completions)}; finish={completion.finish_reason}",
+                tests=row["tests"],
+                entry_point=row["entry_point"],
+                trail=trail,
+            )
+            _add(out, candidate, stats)
+        seed_id = row["provenance"]["parent_id"] if row["provenance"]["method"] == "seed" else None
+        if seed_id in references:
+            reference = candidate_row(
+                batch=row["batch"],
+                kind=row["kind"],
+                messages=[
+                    {"role": "user", "content": prompt},
+                    {"role": "assistant", "content": references[seed_id]},
+                ],
+                prov=provenance(
+                    "reference",
+                    None,
+                    None,
+                    seed_task_id=row["provenance"]["seed_task_id"],
+                    parent_id=row["sample_id"],
+                ),
+                stage=STAGE,
+                verdict="keep",
+                reason="reference",
+                tests=row["tests"],
+                entry_point=row["entry_point"],
+                trail=trail,
+            )
+            _add(out, reference, stats)
+    return from_records(out.values()), stats
+
+
+def _add(out: dict[str, dict[str, Any]], row: dict[str, Any], stats: ResponseStats) -> None:
+    if row["sample_id"] in out:
+        return  # two identical samples (e.g. greedy decoding with n > 1) are one candidate
+    out[row["sample_id"]] = row
+    decision = row["decisions"][-1]
+    if decision["verdict"] == "keep":
+        stats.kept[row["provenance"]["method"]] += 1
+    else:
+        stats.dropped[decision["reason"]] += 1
