@@ -4,8 +4,10 @@ import dagster as dg
 import pyarrow as pa
 
 from assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
+from filters.dedup.core import compute_signatures
 from pipelines.resources import FactoryResource
 from storage.assemble import assemble_sft
+from storage.schema import row_texts
 from storage.versions import DatasetStore
 
 
@@ -19,8 +21,21 @@ def _verified_check(datasets: DatasetStore, ref: str, asset: str) -> dg.AssetChe
     return dg.AssetCheckResult(check_name=f"{asset}_shards_verified", passed=True)
 
 
+def _index_published(factory: FactoryResource, table: pa.Table, name: str, version: int) -> int:
+    """Later batches are deduplicated against what this version published."""
+    settings = factory.config.dedup
+    hashed = compute_signatures(row_texts(table), settings.to_config())
+    return factory.dedup_index().add(
+        table.column("sample_id").to_pylist(),
+        hashed.signatures,
+        name,
+        version,
+        table.column("batch").to_pylist(),
+    )
+
+
 @dg.asset(
-    ins={"candidate_responses": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())},
+    ins={"deduplicated_samples": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())},
     group_name="publish",
     kinds={"parquet"},
     check_specs=check_specs("sft_dataset", ["schema_valid", "unique_ids", "shards_verified"]),
@@ -28,7 +43,7 @@ def _verified_check(datasets: DatasetStore, ref: str, asset: str) -> dg.AssetChe
 def sft_dataset(
     context: dg.AssetExecutionContext,
     factory: FactoryResource,
-    candidate_responses: pa.Table,
+    deduplicated_samples: pa.Table,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """The SFT dataset: a new version under PTF_HOME/datasets/<name>/v<N>/ when the rows changed.
 
@@ -36,7 +51,7 @@ def sft_dataset(
     reports the existing version).
     """
     config = factory.config
-    assembled = assemble_sft(candidate_responses)
+    assembled = assemble_sft(deduplicated_samples)
     datasets = factory.datasets()
     result = datasets.publish(
         config.datasets.sft,
@@ -49,6 +64,7 @@ def sft_dataset(
     )
     manifest = result.manifest
     published = datasets.read(manifest.ref) if result.created else assembled.table
+    indexed = _index_published(factory, published, manifest.name, manifest.version) if result.created else 0
     return dg.MaterializeResult(
         metadata={
             "version": dg.MetadataValue.text(manifest.ref),
@@ -59,6 +75,7 @@ def sft_dataset(
             "rows_removed": dg.MetadataValue.int(manifest.rows_removed),
             "shards": dg.MetadataValue.int(len(manifest.shards)),
             "batches": dg.MetadataValue.text(", ".join(manifest.batches)),
+            "dedup_index_added": dg.MetadataValue.int(indexed),
             "left_out": counts_md(assembled.skipped, "reason"),
             "preview": preview_md(published),
         },

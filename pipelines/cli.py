@@ -239,10 +239,23 @@ def datasets_tag(
 
 
 @datasets_app.command("reindex")
-def datasets_reindex() -> None:
-    """Rebuild the DuckDB catalog from the manifests on disk."""
-    count = _datasets().reindex()
+def datasets_reindex(
+    config: Annotated[Path, typer.Option("--config", help="factory.yaml (its dedup settings)")] = Path(
+        "factory.yaml"
+    ),
+) -> None:
+    """Rebuild the DuckDB catalog and the dedup index of published samples from the versions on disk."""
+    from pipelines.config import load_config
+    from pipelines.reindex import rebuild_dedup_index
+
+    store = _datasets()
+    count = store.reindex()
     out.print(f"catalog rebuilt from {count} version manifest(s)")
+    settings = load_config(
+        user_path(config) if config != Path("factory.yaml") else project_root() / "factory.yaml"
+    )
+    indexed = rebuild_dedup_index(store, settings)
+    out.print(f"dedup index rebuilt: {indexed} published sample(s)")
 
 
 # ---- pull, lineage --------------------------------------------------------------------------
@@ -280,6 +293,51 @@ def lineage(
         _print_json(story)
     else:
         render_lineage(story, out)
+
+
+# ---- filters on files -----------------------------------------------------------------------
+
+
+@app.command()
+def dedup(
+    source: Annotated[Path, typer.Argument(metavar="IN.parquet", help="input Parquet file")],
+    text_column: Annotated[str, typer.Option("--text-column", help="the text column to compare")],
+    threshold: Annotated[
+        float, typer.Option(help="Jaccard of word n-gram sets that makes a duplicate", min=0.01, max=1.0)
+    ],
+    out: Annotated[Path, typer.Option("--out", help="output Parquet file (written atomically)")],
+    num_perm: Annotated[
+        int, typer.Option("--num-perm", help="MinHash signature length", min=16, max=1024)
+    ] = 128,
+    ngram: Annotated[int, typer.Option("--ngram", help="words per shingle", min=1, max=20)] = 5,
+) -> None:
+    """Cluster near-duplicate rows of IN.parquet (MinHash LSH, verified, union-find).
+
+    Writes every input row plus `dedup_cluster` (the row index of the cluster's kept row),
+    `dedup_representative` (true for the kept row) and `dedup_jaccard` (to the kept row).
+    """
+    from rich.progress import Progress
+
+    from filters.dedup import DedupConfig, dedup_parquet
+
+    config = DedupConfig(threshold=threshold, num_perm=num_perm, ngram=ngram)
+    with Progress(console=err, transient=True) as progress:
+        task = progress.add_task("hashing", total=None)
+        result = dedup_parquet(
+            user_path(source),
+            user_path(out),
+            text_column,
+            config,
+            progress=lambda done, total: progress.update(task, completed=done, total=total),
+        )
+    stats = result.stats
+    reasons = {r: result.reason.count(r) for r in ("exact_duplicate", "near_duplicate")}
+    rate = stats["rows_in"] / result.seconds if result.seconds else 0.0
+    err.print(
+        f"{stats['rows_in']} rows -> {stats['rows_out']} kept; {stats['clusters']} clusters (largest "
+        f"{stats['largest_cluster']}); dropped: {reasons}; {rate:,.0f} docs/s clustering"
+    )
+    typer.echo(str(user_path(out)))
 
 
 # ---- ui, doctor -----------------------------------------------------------------------------

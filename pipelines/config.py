@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engines.spec import EngineSpec
+from filters.dedup.core import DedupConfig
 from generators.config import GenerationConfig
 from ptfactory.errors import ConfigError
 
@@ -40,6 +41,19 @@ class DatasetsConfig(_Section):
     preference: str = Field("preference", description="name of the preference (DPO) dataset")
 
 
+class DedupSection(_Section):
+    threshold: float = Field(
+        0.8, gt=0, le=1, description="Jaccard of word n-gram sets that makes a duplicate"
+    )
+    num_perm: int = Field(128, ge=16, le=1024, description="MinHash signature length")
+    ngram: int = Field(5, ge=1, le=20, description="words per shingle")
+    seed: int = 1
+    against_published: bool = Field(True, description="also drop near duplicates of published samples")
+
+    def to_config(self) -> DedupConfig:
+        return DedupConfig(threshold=self.threshold, num_perm=self.num_perm, ngram=self.ngram, seed=self.seed)
+
+
 class EnginesConfig(_Section):
     generator: EngineSpec = EngineSpec()
 
@@ -50,6 +64,7 @@ class FactoryConfig(_Section):
     datasets: DatasetsConfig = DatasetsConfig()
     engines: EnginesConfig = EnginesConfig()
     generation: GenerationConfig = GenerationConfig()
+    dedup: DedupSection = DedupSection()
 
     def config_hash(self) -> str:
         """A stable hash of the resolved configuration, recorded in every manifest."""

@@ -14,6 +14,7 @@ from pydantic import PrivateAttr
 
 from engines.base import Engine
 from engines.spec import build_engine
+from filters.dedup.index import PublishedIndex
 from pipelines.config import FactoryConfig, load_config
 from ptfactory.home import is_local_url, local_state_dir, project_root, ptf_home
 from storage.assetstore import AssetStore
@@ -65,6 +66,9 @@ class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         for engine in self._engines.values():
             engine.close()
         self._engines.clear()
+
+    def dedup_index(self) -> PublishedIndex:
+        return PublishedIndex(self.state_dir / "dedup_index.duckdb", self.config.dedup.to_config())
 
     def datasets(self) -> DatasetStore:
         return DatasetStore(self.resolved_home)

@@ -8,7 +8,6 @@ connection is short-lived and retried while another process holds the lock.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from storage.duck import connect
 from storage.manifest import Manifest
 
 __all__ = ["Catalog"]
@@ -38,7 +38,6 @@ CREATE TABLE IF NOT EXISTS training_runs (
     run_id TEXT PRIMARY KEY, kind TEXT, dataset TEXT, version INTEGER, manifest_sha256 TEXT,
     model TEXT, output_dir TEXT, config TEXT, metrics TEXT, created_at TEXT);
 """
-_LOCK_WAIT_S = 60.0
 
 
 class Catalog:
@@ -50,27 +49,11 @@ class Catalog:
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        if read_only and not self.path.exists():
-            read_only = False  # first use creates the file
-        deadline = time.monotonic() + _LOCK_WAIT_S
-        delay = 0.05
-        while True:
-            try:
-                con = duckdb.connect(str(self.path), read_only=read_only)
-                break
-            except duckdb.IOException as exc:
-                # Another process holds the write lock; it keeps it for milliseconds.
-                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-        try:
+        with connect(self.path, read_only=read_only and self.path.exists()) as con:
             if not self._ready and not read_only:
                 con.execute(_DDL)
                 self._ready = True
             yield con
-        finally:
-            con.close()
 
     def register(self, manifest: Manifest, path: str, sample_index: pa.Table) -> None:
         """Record a published version; ``sample_index`` has columns sample_id, shard, row."""
@@ -171,5 +154,5 @@ class Catalog:
     def _has_tables(con: duckdb.DuckDBPyConnection) -> bool:
         found = con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_name = 'versions'"
-        ).fetchone()
-        return bool(found and found[0])
+        ).fetchall()
+        return bool(found and found[0][0])

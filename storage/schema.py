@@ -33,7 +33,9 @@ __all__ = [
     "dropped_mask",
     "empty_table",
     "from_records",
+    "row_texts",
     "sample_id",
+    "set_score",
     "validate_table",
 ]
 
@@ -370,3 +372,21 @@ def add_decision(
         ]
     index = table.schema.get_field_index("decisions")
     return table.set_column(index, SAMPLE_SCHEMA.field("decisions"), pa.array(trail, pa.list_(DECISION)))
+
+
+def set_score(table: pa.Table, name: str, values: Sequence[Mapping[str, Any] | None]) -> pa.Table:
+    """Set ``scores.<name>`` for every row, keeping the other scores."""
+    if len(values) != table.num_rows:
+        raise SchemaError(f"set_score got {len(values)} values for {table.num_rows} rows")
+    scores = table.column("scores").to_pylist()
+    merged = [{**(old or {}), name: value} for old, value in zip(scores, values, strict=True)]
+    index = table.schema.get_field_index("scores")
+    return table.set_column(index, SAMPLE_SCHEMA.field("scores"), pa.array(merged, SCORES))
+
+
+def row_texts(table: pa.Table) -> pa.Array:
+    """Each row's conversation as one text (turns joined by newlines): what dedup and embeddings read."""
+    texts = [
+        "\n".join(m["content"] for m in messages or []) for messages in table.column("messages").to_pylist()
+    ]
+    return pa.array(texts, pa.string())

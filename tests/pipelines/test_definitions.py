@@ -7,6 +7,7 @@ import dagster as dg
 import pyarrow as pa
 
 from assets.datasets import sft_dataset
+from assets.dedup import deduplicated_samples
 from assets.generation import candidate_instructions, candidate_responses
 from assets.seeds import seed_tasks
 from pipelines.definitions import defs
@@ -31,7 +32,7 @@ def _stage(home: Path, batch: str, rows: list[dict[str, str]], tmp_path: Path) -
     SeedStore(str(home)).stage([path], batch)
 
 
-GRAPH = [seed_tasks, candidate_instructions, candidate_responses, sft_dataset]
+GRAPH = [seed_tasks, candidate_instructions, candidate_responses, deduplicated_samples, sft_dataset]
 
 
 def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path, tiny_model: Path) -> None:
@@ -72,9 +73,11 @@ def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path, tin
     assert second.success
     manifest = DatasetStore(str(home)).resolve("sft@latest")
     assert (manifest.version, manifest.batches, manifest.rows_removed) == (2, ["b1", "b2"], 0)
-    # the reference answer of "a?" comes from both batches: published once, from the first
-    left_out = second.asset_materializations_for_node("sft_dataset")[0].metadata["left_out"].value
-    assert "duplicate_across_batches" in left_out
+    # the reference answer of "a?" comes again in b2: dedup finds it among the published samples
+    b2 = AssetStore(str(home)).read("deduplicated_samples", "b2").to_pylist()
+    again = next(r for r in b2 if r["messages"][-1]["content"] == "A")
+    assert again["decisions"][-1]["reason"] == "near_duplicate_published"
+    assert again["scores"]["dedup"]["jaccard"] == 1.0
     published = DatasetStore(str(home)).read("sft@v2").to_pylist()
     references = [r for r in published if r["provenance"]["method"] == "reference"]
     assert sorted(r["messages"][1]["content"] for r in references) == ["A", "C"]

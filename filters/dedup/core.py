@@ -1,0 +1,226 @@
+"""Near-duplicate detection: exact pass, MinHash LSH candidates, verification, union-find clusters.
+
+The one library function behind both the ``deduplicated_samples`` asset and ``ptf dedup``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from filters.dedup.lsh import band_keys, candidate_pairs, estimated_jaccard, optimal_bands, union_find
+from filters.dedup.minhash import EMPTY, normalized, shingle_hashes, signatures
+
+__all__ = ["DedupConfig", "DedupResult", "Hashed", "Shingles", "compute_signatures", "deduplicate"]
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    threshold: float = 0.8  # Jaccard of word n-gram sets at which two texts are duplicates
+    num_perm: int = 128  # signature length
+    ngram: int = 5  # words per shingle
+    seed: int = 1
+    fp_weight: float = 0.05  # LSH parameter search weights: candidates are verified, so favour recall
+    fn_weight: float = 0.95
+    chunk_size: int = 10_000  # documents hashed per task
+    exact_verify_max_docs: int = 500_000  # beyond this, verify on signatures (keeps memory flat)
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.threshold <= 1:
+            raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
+        if self.num_perm < 2 or self.ngram < 1:
+            raise ValueError(f"num_perm must be >= 2 and ngram >= 1, got {self.num_perm} and {self.ngram}")
+
+    @property
+    def bands(self) -> tuple[int, int]:
+        return optimal_bands(self.threshold, self.num_perm, self.fp_weight, self.fn_weight)
+
+
+@dataclass
+class Shingles:
+    """Every document's set of shingle hashes (32-bit, sorted), for exact Jaccard of candidate pairs."""
+
+    values: np.ndarray  # uint32, concatenated
+    offsets: np.ndarray  # int64[n + 1]
+
+    @classmethod
+    def concat(cls, parts: list[Shingles]) -> Shingles:
+        offsets = [np.zeros(1, np.int64)]
+        base = 0
+        for part in parts:
+            offsets.append(part.offsets[1:] + base)
+            base += len(part.values)
+        return cls(np.concatenate([p.values for p in parts]), np.concatenate(offsets))
+
+    def jaccard(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        out = np.empty(len(left), dtype=np.float64)
+        for start in range(0, len(left), 4096):
+            a, b = left[start : start + 4096], right[start : start + 4096]
+            la = self.offsets[a + 1] - self.offsets[a]
+            lb = self.offsets[b + 1] - self.offsets[b]
+            pair = np.arange(len(a), dtype=np.uint64)
+            keys = np.concatenate(
+                [
+                    (np.repeat(pair, la) << np.uint64(32)) | self._gather(a, la).astype(np.uint64),
+                    (np.repeat(pair, lb) << np.uint64(32)) | self._gather(b, lb).astype(np.uint64),
+                ]
+            )
+            keys.sort()
+            dup = keys[1:] == keys[:-1]  # within one side values are unique: a repeat is a shared shingle
+            inter = np.bincount((keys[1:][dup] >> np.uint64(32)).astype(np.int64), minlength=len(a))
+            union = la + lb - inter
+            out[start : start + len(a)] = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+        return out
+
+    def _gather(self, docs: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        starts = np.repeat(self.offsets[docs], lengths)
+        within = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        return self.values[starts + within]
+
+
+@dataclass
+class DedupResult:
+    cluster: np.ndarray  # int64: index of the cluster's representative (itself for a kept row)
+    representative: np.ndarray  # bool: the row is kept
+    jaccard: np.ndarray  # float64: estimated Jaccard to the representative (1.0 for itself)
+    reason: list[str]  # unique | representative | exact_duplicate | near_duplicate
+    signatures: np.ndarray  # uint32[n, num_perm]
+    seconds: float = 0.0
+
+    @property
+    def stats(self) -> dict[str, int]:
+        sizes = Counter(self.cluster.tolist())
+        return {
+            "rows_in": len(self.cluster),
+            "rows_out": int(self.representative.sum()),
+            "clusters": sum(1 for size in sizes.values() if size > 1),
+            "largest_cluster": max(sizes.values(), default=0),
+        }
+
+
+@dataclass
+class Hashed:
+    signatures: np.ndarray  # uint32[n, num_perm]
+    exact: np.ndarray  # uint64[n]: hash of the normalized text
+    shingles: Shingles | None  # kept when the caller wants exact verification
+
+
+def _chunk_signatures(texts: pa.Array, config: DedupConfig, keep_shingles: bool) -> Hashed:
+    norm = normalized(texts)
+    docs, hashes = shingle_hashes(norm, config.ngram, config.seed)
+    sig = signatures(docs, hashes, len(norm), config.num_perm, config.seed)
+    exact = norm.hash(seed=config.seed).to_numpy().astype(np.uint64)
+    shingles = None
+    if keep_shingles:
+        small = (hashes >> np.uint64(32)).astype(np.uint32)
+        order = np.lexsort((small, docs))
+        docs, small = docs[order], small[order]
+        keep = np.ones(len(small), bool)
+        keep[1:] = (docs[1:] != docs[:-1]) | (small[1:] != small[:-1])
+        docs, small = docs[keep], small[keep]
+        counts = np.bincount(docs, minlength=len(norm))
+        shingles = Shingles(small, np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
+    return Hashed(sig, exact, shingles)
+
+
+def compute_signatures(
+    texts: pa.Array | pa.ChunkedArray | list[str | None], config: DedupConfig, keep_shingles: bool = False
+) -> Hashed:
+    """Signatures and exact-text keys (and shingle sets if asked), chunks hashed in parallel."""
+    array = texts if isinstance(texts, pa.Array | pa.ChunkedArray) else pa.array(texts, pa.string())
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    chunks = [array.slice(s, config.chunk_size) for s in range(0, len(array), config.chunk_size)] or [array]
+    # polars and numpy release the GIL, so threads use every core without copying the texts
+    with ThreadPoolExecutor(max_workers=max(1, min(config.workers, len(chunks)))) as pool:
+        parts = list(pool.map(lambda chunk: _chunk_signatures(chunk, config, keep_shingles), chunks))
+    shingles = Shingles.concat([p.shingles for p in parts if p.shingles]) if keep_shingles else None
+    return Hashed(
+        np.concatenate([p.signatures for p in parts]), np.concatenate([p.exact for p in parts]), shingles
+    )
+
+
+def deduplicate(
+    texts: pa.Array | pa.ChunkedArray | list[str | None],
+    config: DedupConfig | None = None,
+    priority: np.ndarray | None = None,
+    hashed: Hashed | None = None,
+) -> DedupResult:
+    """Cluster near-duplicate ``texts``; each cluster keeps the row with the lowest ``priority``
+    (default: the first row), so the keeper is deterministic.
+
+    Candidates come from LSH over the signatures and are verified on the exact Jaccard of the
+    shingle sets (or, past ``exact_verify_max_docs``, on the signatures' estimate). Union-find
+    joins verified pairs into components; within a component the best-ranked row keeps every
+    row verified similar *to it*, and the rest form further clusters the same way, so a dropped
+    row is always a near duplicate of the row that was kept for it, not merely of a neighbour.
+    """
+    config = config or DedupConfig()
+    started = time.perf_counter()
+    if hashed is None:
+        hashed = compute_signatures(texts, config, keep_shingles=len(texts) <= config.exact_verify_max_docs)
+    sig, exact, shingles = hashed.signatures, hashed.exact, hashed.shingles
+    n = len(sig)
+
+    def similarity(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        if shingles is not None:
+            return shingles.jaccard(left, right)
+        return estimated_jaccard(sig[left], sig[right])
+
+    rank = (
+        np.arange(n) if priority is None else np.argsort(np.argsort(priority, kind="stable"), kind="stable")
+    )
+
+    # 1. exact duplicates of the normalized text: the best-ranked copy stands for all of them
+    order = np.lexsort((rank, exact))
+    sorted_exact = exact[order]
+    heads = np.concatenate(([True], sorted_exact[1:] != sorted_exact[:-1])) if n else np.zeros(0, bool)
+    head_of = np.empty(n, dtype=np.int64)
+    head_of[order] = order[np.maximum.accumulate(np.where(heads, np.arange(n), 0))]
+    unique = np.nonzero(head_of == np.arange(n))[0]
+
+    # 2. near duplicates among the exact-unique rows: LSH candidates, verified
+    bands, rows = config.bands
+    usable = unique[(sig[unique] != EMPTY).any(axis=1)]
+    pairs = candidate_pairs(band_keys(sig[usable], bands, rows))
+    edges = np.zeros((0, 2), dtype=np.int64)
+    if len(pairs):
+        left, right = usable[pairs[:, 0]], usable[pairs[:, 1]]
+        keep = similarity(left, right) >= config.threshold
+        edges = np.stack([left[keep], right[keep]], axis=1)
+    labels = union_find(n, edges)
+
+    # 3. components into clusters around their best-ranked rows
+    cluster = np.arange(n, dtype=np.int64)
+    jaccard = np.ones(n, dtype=np.float64)
+    sizes = np.bincount(labels[unique], minlength=n)
+    in_groups = unique[sizes[labels[unique]] > 1]
+    grouped = in_groups[np.lexsort((rank[in_groups], labels[in_groups]))]
+    bounds = np.nonzero(np.diff(labels[grouped]))[0] + 1
+    for component in np.split(grouped, bounds) if len(grouped) else []:
+        members = component
+        while len(members):
+            keeper, rest = members[0], members[1:]
+            score = similarity(np.full(len(rest), keeper), rest)
+            near = score >= config.threshold
+            cluster[rest[near]] = keeper
+            jaccard[rest[near]] = score[near]
+            members = rest[~near]
+
+    # exact copies follow their head
+    copies = np.nonzero(head_of != np.arange(n))[0]
+    cluster[copies] = cluster[head_of[copies]]
+    jaccard[copies] = jaccard[head_of[copies]]
+    representative = cluster == np.arange(n)
+    reason = np.array(["unique"] * n, dtype=object)
+    reason[representative & (np.bincount(cluster, minlength=n) > 1)] = "representative"
+    reason[~representative] = "near_duplicate"
+    reason[copies[cluster[copies] == head_of[copies]]] = "exact_duplicate"
+    return DedupResult(cluster, representative, jaccard, list(reason), sig, time.perf_counter() - started)

@@ -1,0 +1,170 @@
+"""A persistent LSH index of every published sample, in DuckDB (on disk, not a pickle in RAM).
+
+Two tables: ``bands(band, key, sample_id)`` for candidate lookup and ``signatures(sample_id,
+sig)`` for verification. A new batch's band keys are joined against ``bands`` in one query;
+candidates are verified on the signatures. Updated when a version is published, rebuildable
+from the published datasets, and safe for concurrent readers (DuckDB read-only connections,
+one short writer at a time).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from filters.dedup.core import DedupConfig
+from filters.dedup.lsh import band_keys, estimated_jaccard
+from ptfactory.errors import ConfigError
+from storage.duck import connect
+
+__all__ = ["PublishedIndex"]
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS bands (band USMALLINT, key UBIGINT, sample_id TEXT);
+CREATE TABLE IF NOT EXISTS signatures (
+    sample_id TEXT PRIMARY KEY, batch TEXT, dataset TEXT, version INTEGER, sig BLOB);
+"""
+_PARAMS = ("threshold", "num_perm", "ngram", "seed", "fp_weight", "fn_weight")
+
+
+class PublishedIndex:
+    def __init__(self, path: Path, config: DedupConfig) -> None:
+        self.path = path
+        self.config = config
+
+    def _params(self) -> str:
+        body = {k: v for k, v in asdict(self.config).items() if k in _PARAMS}
+        return json.dumps({**body, "bands": list(self.config.bands)}, sort_keys=True)
+
+    def _check(self, con: object) -> None:
+        rows = con.execute("SELECT value FROM meta WHERE key = 'params'").fetchall()  # type: ignore[attr-defined]
+        row = rows[0] if rows else None
+        if row and row[0] != self._params():
+            raise ConfigError(
+                f"the dedup index at {self.path} was built with {row[0]}, not {self._params()}; "
+                "rebuild it with `ptf dedup reindex` after changing dedup settings"
+            )
+
+    def count(self) -> int:
+        if not self.path.exists():
+            return 0
+        with connect(self.path, read_only=True) as con:
+            if not con.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'signatures'"
+            ).fetchall()[0][0]:  # type: ignore[index]
+                return 0
+            return int(con.execute("SELECT count(*) FROM signatures").fetchall()[0][0])  # type: ignore[index]
+
+    def add(
+        self,
+        sample_ids: list[str],
+        sig: np.ndarray,
+        dataset: str,
+        version: int,
+        batches: list[str] | None = None,
+    ) -> int:
+        """Index these published samples (ones already indexed are skipped); returns how many were new.
+
+        ``batches`` records where each came from: a rerun of that batch must not find itself.
+        """
+        batches = batches or [""] * len(sample_ids)
+        if len(sample_ids) != len(sig):
+            raise ValueError(f"{len(sample_ids)} sample ids but {len(sig)} signatures")
+        if not sample_ids:
+            return 0
+        bands, rows = self.config.bands
+        keys = band_keys(sig, bands, rows)
+        with connect(self.path) as con:
+            con.execute(_DDL)
+            self._check(con)
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('params', ?)", [self._params()])
+            con.register("incoming", pa.table({"sample_id": pa.array(sample_ids, pa.string())}))
+            new_ids = {
+                r[0]
+                for r in con.execute(
+                    "SELECT sample_id FROM incoming WHERE sample_id NOT IN (SELECT sample_id FROM signatures)"
+                ).fetchall()
+            }
+            if not new_ids:
+                return 0
+            mask = np.array([sid in new_ids for sid in sample_ids])
+            ids = np.array(sample_ids, dtype=object)[mask]
+            fresh = pa.table(
+                {
+                    "sample_id": pa.array(list(ids), pa.string()),
+                    "batch": pa.array([b for b, m in zip(batches, mask, strict=True) if m], pa.string()),
+                    "sig": pa.array([s.tobytes() for s in sig[mask]], pa.binary()),
+                }
+            )
+            band_rows = pa.table(
+                {
+                    "band": pa.array(
+                        np.repeat(np.arange(bands, dtype=np.uint16)[None, :], len(ids), axis=0).ravel()
+                    ),
+                    "key": pa.array(keys[mask].ravel()),
+                    "sample_id": pa.array(np.repeat(ids, bands).tolist(), pa.string()),
+                }
+            )
+            con.register("fresh", fresh)
+            con.register("band_rows", band_rows)
+            con.execute("BEGIN")
+            con.execute(
+                "INSERT INTO signatures SELECT sample_id, batch, ?, ?, sig FROM fresh", [dataset, version]
+            )
+            con.execute("INSERT INTO bands SELECT band, key, sample_id FROM band_rows")
+            con.execute("COMMIT")
+            return len(ids)
+
+    def query(self, sig: np.ndarray, exclude_batch: str | None = None) -> list[tuple[str, float] | None]:
+        """For each signature, the most similar indexed sample at or above the threshold, else None.
+
+        Samples published from ``exclude_batch`` are skipped: rerunning a batch finds no duplicates
+        in what that same batch published before.
+        """
+        out: list[tuple[str, float] | None] = [None] * len(sig)
+        if not len(sig) or not self.path.exists():
+            return out
+        bands, rows = self.config.bands
+        keys = band_keys(sig, bands, rows)
+        probe = pa.table(
+            {
+                "q": pa.array(np.repeat(np.arange(len(sig), dtype=np.int64), bands)),
+                "band": pa.array(np.tile(np.arange(bands, dtype=np.uint16), len(sig))),
+                "key": pa.array(keys.ravel()),
+            }
+        )
+        with connect(self.path, read_only=True) as con:
+            exists = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'bands'")
+            if not exists.fetchall()[0][0]:  # type: ignore[index]
+                return out
+            self._check(con)
+            con.register("probe", probe)
+            found = con.execute(
+                "SELECT DISTINCT p.q, s.sample_id, s.sig FROM probe p JOIN bands b USING (band, key) "
+                "JOIN signatures s ON s.sample_id = b.sample_id WHERE s.batch IS DISTINCT FROM ?",
+                [exclude_batch],
+            ).fetchall()
+        if not found:
+            return out
+        queries = np.array([f[0] for f in found], dtype=np.int64)
+        theirs = np.frombuffer(b"".join(f[2] for f in found), dtype=np.uint32).reshape(len(found), -1)
+        scores = estimated_jaccard(sig[queries], theirs)
+        for (q, sample_id, _), score in zip(found, scores, strict=True):
+            if score < self.config.threshold:
+                continue
+            best = out[q]
+            if best is None or score > best[1] or (score == best[1] and sample_id < best[0]):
+                out[q] = (sample_id, float(score))
+        return out
+
+    def clear(self) -> None:
+        with connect(self.path) as con:
+            con.execute(_DDL)
+            con.execute("DELETE FROM bands")
+            con.execute("DELETE FROM signatures")
+            con.execute("DELETE FROM meta")
