@@ -47,7 +47,7 @@ class PublishedIndex:
         if row and row[0] != self._params():
             raise ConfigError(
                 f"the dedup index at {self.path} was built with {row[0]}, not {self._params()}; "
-                "rebuild it with `ptf dedup reindex` after changing dedup settings"
+                "rebuild it with `ptf datasets reindex` after changing dedup settings"
             )
 
     def count(self) -> int:
@@ -56,9 +56,9 @@ class PublishedIndex:
         with connect(self.path, read_only=True) as con:
             if not con.execute(
                 "SELECT count(*) FROM information_schema.tables WHERE table_name = 'signatures'"
-            ).fetchall()[0][0]:  # type: ignore[index]
+            ).fetchall()[0][0]:
                 return 0
-            return int(con.execute("SELECT count(*) FROM signatures").fetchall()[0][0])  # type: ignore[index]
+            return int(con.execute("SELECT count(*) FROM signatures").fetchall()[0][0])
 
     def add(
         self,
@@ -140,7 +140,7 @@ class PublishedIndex:
         )
         with connect(self.path, read_only=True) as con:
             exists = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'bands'")
-            if not exists.fetchall()[0][0]:  # type: ignore[index]
+            if not exists.fetchall()[0][0]:
                 return out
             self._check(con)
             con.register("probe", probe)

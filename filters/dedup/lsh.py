@@ -58,21 +58,28 @@ def candidate_pairs(keys: np.ndarray) -> np.ndarray:
         boundaries = np.nonzero(np.diff(sorted_keys))[0] + 1
         starts = np.concatenate(([0], boundaries))
         sizes = np.diff(np.concatenate((starts, [len(column)])))
-        two = starts[sizes == 2]  # most buckets that hold anything hold a pair: no Python loop for those
-        found.append(np.stack([order[two], order[two + 1]], axis=1))
-        multi = sizes > 2
-        for start, size in zip(starts[multi], sizes[multi], strict=True):
-            members = order[start : start + size]
+        # Buckets of the same size are handled together: no Python loop over buckets.
+        for size in np.unique(sizes[sizes > 1]):
+            group_starts = starts[sizes == size]
             if size <= _FULL_GROUP:
-                i, j = np.triu_indices(size, k=1)
-                found.append(np.stack([members[i], members[j]], axis=1))
+                members = order[group_starts[:, None] + np.arange(size)]  # [buckets, size]
+                i, j = _pairs_of(int(size))
+                found.append(np.stack([members[:, i].ravel(), members[:, j].ravel()], axis=1))
             else:  # a huge bucket (boilerplate): link everyone to its first member
-                found.append(np.stack([np.full(size - 1, members[0]), members[1:]], axis=1))
+                for start in group_starts:
+                    members = order[start : start + size]
+                    found.append(np.stack([np.full(size - 1, members[0]), members[1:]], axis=1))
     if not found:
         return np.zeros((0, 2), dtype=np.int64)
     pairs = np.concatenate(found)
     pairs = np.sort(pairs, axis=1)
     return np.unique(pairs, axis=0)
+
+
+@functools.cache
+def _pairs_of(size: int) -> tuple[np.ndarray, np.ndarray]:
+    i, j = np.triu_indices(size, k=1)
+    return i, j
 
 
 def estimated_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> np.ndarray:

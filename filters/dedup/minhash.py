@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["normalized", "shingle_hashes", "signatures"]
+__all__ = ["normalized", "shingle_hashes", "signatures", "words"]
 
 EMPTY = np.uint32(0xFFFFFFFF)
 _PRIME = np.uint64(0x100000001B3)
@@ -33,36 +34,58 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
+def _cleaned(texts: pa.Array | pa.ChunkedArray | list[str | None]) -> pl.Series:
+    array = texts if isinstance(texts, pa.Array | pa.ChunkedArray) else pa.array(texts, pa.string())
+    array = pc.utf8_normalize(pc.fill_null(array, ""), "NFKC")  # Arrow's NFKC has an ASCII fast path
+    # One regex pass that matches only punctuation and non-space whitespace (few matches), then a
+    # plain split: much faster than collapsing every run of separators with a regex.
+    return pl.Series("text", array, dtype=pl.String).str.to_lowercase().str.replace_all(r"[^\w ]", " ")
+
+
+def words(texts: pa.Array | pa.ChunkedArray | list[str | None]) -> tuple[pl.Series, np.ndarray]:
+    """Every normalized word of every text, flattened (NFKC, lower case, split at anything that
+    is not a word character), and the number of words per text."""
+    tokens = _cleaned(texts).str.split(" ")
+    per_text = tokens.list.len().to_numpy()
+    flat = tokens.explode()
+    keep = flat.str.len_bytes().to_numpy() > 0
+    doc = np.repeat(np.arange(len(per_text), dtype=np.int64), per_text)[keep]
+    return flat.filter(pl.Series(keep)), np.bincount(doc, minlength=len(per_text)).astype(np.int64)
+
+
 def normalized(texts: pa.Array | pa.ChunkedArray | list[str | None]) -> pl.Series:
-    """NFKC, lower case, punctuation as spaces, whitespace collapsed."""
-    series = pl.Series("text", texts, dtype=pl.String).fill_null("")
-    return (
-        series.str.normalize("NFKC")
-        .str.to_lowercase()
-        .str.replace_all(r"[^\w\s]", " ")
-        .str.replace_all(r"\s+", " ")
-        .str.strip_chars()
-    )
+    """NFKC, lower case, punctuation as spaces, whitespace collapsed: the text dedup compares."""
+    tokens = _cleaned(texts).str.split(" ")
+    return tokens.list.eval(pl.element().filter(pl.element() != "")).list.join(" ")
 
 
-def shingle_hashes(texts: pl.Series, ngram: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(document index, 64-bit hash) of every word ``ngram``-gram of normalized ``texts``.
+def shingle_hashes(
+    flat: pl.Series, lengths: np.ndarray, ngram: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(document index, 64-bit hash) of every word ``ngram``-gram, and a hash of each whole document.
 
-    A document shorter than ``ngram`` words is one shingle (all its words); an empty one has none.
+    ``flat`` and ``lengths`` come from :func:`words`. A document shorter than ``ngram`` words is one
+    shingle (all its words); an empty one has none. The whole-document hash (order-sensitive, over
+    the normalized words) is the key of the exact-duplicate pass.
     """
-    words = texts.str.split(" ").list.eval(pl.element().filter(pl.element() != ""))
-    lengths = words.list.len().to_numpy().astype(np.int64)
-    flat = words.explode().drop_nulls()
     word_hash = flat.hash(seed=seed).to_numpy().astype(np.uint64, copy=False)
     doc_of_word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) if len(lengths) else np.zeros(0, np.int64)
+    position = np.arange(len(word_hash), dtype=np.int64) - np.repeat(starts, lengths)
+    weighted = _mix(word_hash ^ _mix(position.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)))
+    whole = np.zeros(len(lengths), dtype=np.uint64)
+    filled = lengths > 0
+    if filled.any():  # words are in document order, so a segmented sum needs no scatter
+        whole[filled] = np.add.reduceat(weighted, starts[filled])
+    whole = _mix(whole ^ lengths.astype(np.uint64))
 
     count = len(word_hash) - ngram + 1
     docs, hashes = [], []
     if count > 0:
         acc = word_hash[:count].copy()
         for j in range(1, ngram):
-            acc = (acc * _PRIME) ^ word_hash[j : j + count]
+            acc *= _PRIME
+            acc ^= word_hash[j : j + count]
         valid = doc_of_word[:count] == doc_of_word[ngram - 1 : ngram - 1 + count]
         docs.append(doc_of_word[:count][valid])
         hashes.append(acc[valid])
@@ -75,8 +98,8 @@ def shingle_hashes(texts: pl.Series, ngram: int, seed: int) -> tuple[np.ndarray,
         docs.append(members)
         hashes.append(acc ^ np.uint64(length))
     if not docs:
-        return np.zeros(0, np.int64), np.zeros(0, np.uint64)
-    return np.concatenate(docs), _mix(np.concatenate(hashes))
+        return np.zeros(0, np.int64), np.zeros(0, np.uint64), whole
+    return np.concatenate(docs), _mix(np.concatenate(hashes)), whole
 
 
 def _densify_plan(num_perm: int, seed: int) -> np.ndarray:
@@ -98,26 +121,24 @@ def signatures(docs: np.ndarray, hashes: np.ndarray, n_docs: int, num_perm: int,
     sig = flat.reshape(n_docs, num_perm)
 
     empty = sig == EMPTY
-    if empty.any():
+    partial = empty.any(axis=1) & ~empty.all(axis=1)
+    if partial.any():
         plan = _densify_plan(num_perm, seed)
-        rows = np.nonzero(empty.any(axis=1) & ~empty.all(axis=1))[0]
-        for start in range(0, len(rows), 4096):
-            part = rows[start : start + 4096]
-            block = sig[part]
-            block_empty = block == EMPTY
-            tries = block[:, plan]  # [docs, num_perm, tries]
-            found = tries != EMPTY
-            first = found.argmax(axis=2)
-            ok = found.any(axis=2)
-            # The offset keeps a borrowed value distinct from the bin it came from.
-            borrowed = np.take_along_axis(tries, first[..., None], axis=2)[..., 0]
-            borrowed = borrowed ^ ((first.astype(np.uint32) + 1) * np.uint32(0x9E3779B1))
-            fill = block_empty & ok
-            block[fill] = borrowed[fill]
-            still = block == EMPTY
-            if still.any():  # very short documents: rotate to the next filled bin on the right
-                block = _rotate_fill(block, still)
-            sig[part] = block
+        rows, cols = np.nonzero(empty & partial[:, None])
+        # Only the empty bins look anything up: ~15% of them for a 250-word document.
+        tries = sig[rows[:, None], plan[cols]]  # [empty bins, tries]
+        found = tries != EMPTY
+        first = found.argmax(axis=1)
+        ok = found[np.arange(len(rows)), first]
+        # The offset keeps a borrowed value distinct from the bin it came from.
+        borrowed = tries[np.arange(len(rows)), first] ^ (
+            (first.astype(np.uint32) + 1) * np.uint32(0x9E3779B1)
+        )
+        sig[rows[ok], cols[ok]] = borrowed[ok]
+        still = sig == EMPTY
+        stuck = np.nonzero(still.any(axis=1) & partial)[0]
+        if len(stuck):  # very short documents: rotate to the next filled bin on the right
+            sig[stuck] = _rotate_fill(sig[stuck], still[stuck])
     return sig
 
 

@@ -54,9 +54,10 @@ def test_normalization() -> None:
 
 def test_exact_and_near_duplicates_and_reasons() -> None:
     base = (
-        "the committee met on monday to discuss the budget for the new library and the park renovation plans "
-        "after a long debate the members agreed to fund the library first and to review the park plans in spring "
-        "when more information about costs and timelines would be available from the city engineers and planners"
+        "the committee met on monday to discuss the budget for the new library and the park renovation "
+        "plans after a long debate the members agreed to fund the library first and to review the park "
+        "plans in spring when more information about costs and timelines would be available from the city "
+        "engineers and planners"
     )
     texts = [
         base,
