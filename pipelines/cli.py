@@ -33,6 +33,8 @@ datasets_app = typer.Typer(
     help="List, inspect, tag and reindex published dataset versions.", no_args_is_help=True
 )
 app.add_typer(datasets_app, name="datasets")
+sandbox_app = typer.Typer(help="The code sandbox: build its image, run a file in it.", no_args_is_help=True)
+app.add_typer(sandbox_app, name="sandbox")
 
 out = Console()
 err = Console(stderr=True)
@@ -338,6 +340,88 @@ def dedup(
         f"{stats['largest_cluster']}); dropped: {reasons}; {rate:,.0f} docs/s clustering"
     )
     typer.echo(str(user_path(out)))
+
+
+@app.command()
+def validate(
+    source: Annotated[
+        Path, typer.Argument(metavar="IN.parquet", help="Parquet with `solution` and `tests` columns")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="output Parquet file (written atomically)")],
+    timeout: Annotated[float, typer.Option(help="seconds per job", min=0.1)] = 10.0,
+    config: Annotated[Path, typer.Option("--config", help="factory.yaml (sandbox limits)")] = Path(
+        "factory.yaml"
+    ),
+) -> None:
+    """Run every row's `solution` then `tests` in the sandbox (plus `check(entry_point)` when the file
+    has an `entry_point` column); write the rows plus `exec_status`, `exec_exit_code`, `exec_duration_ms`."""
+    from dataclasses import replace
+
+    from filters.execution import open_sandbox, validate_parquet
+    from pipelines.config import load_config
+
+    settings = load_config(_config_path(config)).sandbox
+    limits = replace(settings.limits(), timeout_s=timeout)
+    with open_sandbox(limits, settings.workers, settings.backend) as sandbox:
+        stats = validate_parquet(user_path(source), user_path(out), sandbox, limits)
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(stats.statuses.items()))
+    err.print(
+        f"{stats.validations} validated ({counts}); {stats.per_second:.1f}/s in the {sandbox.backend} sandbox"
+    )
+    typer.echo(str(user_path(out)))
+
+
+@sandbox_app.command("build")
+def sandbox_build(
+    force: Annotated[bool, typer.Option(help="rebuild even if the recipe is unchanged")] = False,
+) -> None:
+    """Build the sandbox image (idempotent: labelled with a hash of its recipe; reused when present).
+
+    Uses python:3.11-slim where a registry answers, else builds a Debian root file system with
+    debootstrap and imports it.
+    """
+    from filters.execution.docker_sandbox import docker_client
+    from filters.execution.image import build_image
+
+    tag = build_image(docker_client(), say=err.print, force=force)
+    typer.echo(tag)
+
+
+@sandbox_app.command("run")
+def sandbox_run(
+    file: Annotated[Path, typer.Argument(help="a Python file to run in the sandbox")],
+    timeout: Annotated[float, typer.Option(help="seconds before the job is killed", min=0.1)] = 10.0,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+    config: Annotated[Path, typer.Option("--config", help="factory.yaml (sandbox limits)")] = Path(
+        "factory.yaml"
+    ),
+) -> None:
+    """Run FILE with python3 in the sandbox; exit 0 only if it passed."""
+    from dataclasses import replace
+
+    from filters.execution import open_sandbox
+    from pipelines.config import load_config
+
+    path = user_path(file)
+    if not path.is_file():
+        raise typer.BadParameter(f"{path} is not a file", param_hint="FILE")
+    settings = load_config(_config_path(config)).sandbox
+    limits = replace(settings.limits(), timeout_s=timeout)
+    with open_sandbox(limits, 1, settings.backend) as sandbox:
+        result = sandbox.run({path.name: path.read_bytes()}, ["python3", path.name], limits)
+    if as_json:
+        _print_json({**result.to_dict(), "backend": sandbox.backend})
+    else:
+        sys.stdout.write(result.stdout_tail)
+        sys.stderr.write(result.stderr_tail)
+        err.print(
+            f"{result.status} (exit {result.exit_code}, {result.duration_ms:.0f} ms) {result.detail}".rstrip()
+        )
+    raise typer.Exit(0 if result.passed else 1)
+
+
+def _config_path(config: Path) -> Path:
+    return user_path(config) if config != Path("factory.yaml") else project_root() / "factory.yaml"
 
 
 # ---- ui, doctor -----------------------------------------------------------------------------

@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engines.spec import EngineSpec
 from filters.dedup.core import DedupConfig
+from filters.execution.limits import Limits
 from generators.config import GenerationConfig
 from ptfactory.errors import ConfigError
 
@@ -54,6 +55,28 @@ class DedupSection(_Section):
         return DedupConfig(threshold=self.threshold, num_perm=self.num_perm, ngram=self.ngram, seed=self.seed)
 
 
+class SandboxSection(_Section):
+    backend: Literal["auto", "docker", "bwrap"] = Field(
+        "auto", description="auto: Docker if an engine answers"
+    )
+    workers: int | None = Field(None, gt=0, description="warm containers / concurrent jobs; default: cores")
+    timeout_s: float = Field(10.0, gt=0, le=600)
+    memory_mb: int = Field(256, ge=32)
+    pids: int = Field(64, ge=8)
+    cpus: float = Field(1.0, gt=0)
+    output_bytes: int = Field(1 << 20, gt=0)
+    jobs_per_container: int = Field(100, gt=0, description="recycle a container after this many jobs")
+
+    def limits(self) -> Limits:
+        return Limits(
+            timeout_s=self.timeout_s,
+            memory_mb=self.memory_mb,
+            pids=self.pids,
+            cpus=self.cpus,
+            output_bytes=self.output_bytes,
+        )
+
+
 class EnginesConfig(_Section):
     generator: EngineSpec = EngineSpec()
 
@@ -65,6 +88,7 @@ class FactoryConfig(_Section):
     engines: EnginesConfig = EnginesConfig()
     generation: GenerationConfig = GenerationConfig()
     dedup: DedupSection = DedupSection()
+    sandbox: SandboxSection = SandboxSection()
 
     def config_hash(self) -> str:
         """A stable hash of the resolved configuration, recorded in every manifest."""

@@ -8,13 +8,21 @@ import dagster as dg
 
 from assets.datasets import sft_dataset
 from assets.dedup import deduplicated_samples
+from assets.execution import execution_validated
 from assets.generation import candidate_instructions, candidate_responses
 from assets.seeds import seed_tasks
 from pipelines.jobs import factory_job
 from pipelines.resources import FactoryResource, SampleIOManager
 
 defs = dg.Definitions(
-    assets=[seed_tasks, candidate_instructions, candidate_responses, deduplicated_samples, sft_dataset],
+    assets=[
+        seed_tasks,
+        candidate_instructions,
+        candidate_responses,
+        deduplicated_samples,
+        execution_validated,
+        sft_dataset,
+    ],
     jobs=[factory_job],
     resources={
         "factory": FactoryResource(config_path=os.environ.get("PTF_CONFIG", "factory.yaml")),

@@ -58,6 +58,14 @@ def _dagster() -> Check:
     return Check("dagster instance", "ok" if yaml_ok else "warn", f"{home}/dagster.yaml; {ui}")
 
 
+def _sandbox() -> Check:
+    from filters.execution.select import backend_status
+
+    status = backend_status()
+    level = {"docker": "ok", "bwrap": "warn"}.get(status.backend or "", "missing")
+    return Check("sandbox backend", level, f"{status.backend or 'none'}: {status.detail}")
+
+
 def _label_studio() -> Check:
     if _port_open("127.0.0.1", 8080):
         return Check("label studio", "ok", "answering on 127.0.0.1:8080")
@@ -92,7 +100,7 @@ def run_checks(extra: list[Callable[[], Check]] | None = None) -> list[Check]:
         Check("project", "ok", str(project_root())),
         Check("PTF_HOME", "ok", ptf_home()),
     ]
-    for probe in [_dagster, _docker, _label_studio, _models, _gpu, *(extra or [])]:
+    for probe in [_dagster, _docker, _sandbox, _label_studio, _models, _gpu, *(extra or [])]:
         try:
             checks.append(probe())
         except Exception as exc:

@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from assets.datasets import sft_dataset
 from assets.dedup import deduplicated_samples
+from assets.execution import execution_validated
 from assets.generation import candidate_instructions, candidate_responses
 from assets.seeds import seed_tasks
 from pipelines.definitions import defs
@@ -32,13 +33,27 @@ def _stage(home: Path, batch: str, rows: list[dict[str, str]], tmp_path: Path) -
     SeedStore(str(home)).stage([path], batch)
 
 
-GRAPH = [seed_tasks, candidate_instructions, candidate_responses, deduplicated_samples, sft_dataset]
+GRAPH = [
+    seed_tasks,
+    candidate_instructions,
+    candidate_responses,
+    deduplicated_samples,
+    execution_validated,
+    sft_dataset,
+]
 
 
 def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path, tiny_model: Path) -> None:
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("batch", ["b1", "b2"])
-    _stage(home, "b1", [{"instruction": "a?", "response": "A"}, {"instruction": "b?"}], tmp_path)
+    code = {
+        "kind": "code",
+        "instruction": 'def inc(x):\n    """x plus one"""\n',
+        "response": "    return x + 1\n",
+        "entry_point": "inc",
+        "tests": "def check(candidate):\n    assert candidate(1) == 2\n",
+    }
+    _stage(home, "b1", [{"instruction": "a?", "response": "A"}, {"instruction": "b?"}, code], tmp_path)
     _stage(
         home, "b2", [{"instruction": "c?", "response": "C"}, {"instruction": "a?", "response": "A"}], tmp_path
     )
@@ -59,8 +74,16 @@ def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path, tin
     meta = first.asset_materializations_for_node("sft_dataset")[0].metadata
     assert meta["version"].value == "sft@v1"
     b1 = AssetStore(str(home)).read("candidate_responses", "b1")
-    kept = b1.filter(pa.compute.invert(dropped_mask(b1)))
-    assert meta["dagster/row_count"].value == kept.num_rows  # the reference + kept one-token answers
+    validated = AssetStore(str(home)).read("execution_validated", "b1")
+    kept = validated.filter(pa.compute.invert(dropped_mask(validated)))
+    assert meta["dagster/row_count"].value == kept.num_rows  # references + kept one-token answers
+    code_rows = [r for r in validated.to_pylist() if r["kind"] == "code"]
+    reference = next(r for r in code_rows if r["provenance"]["method"] == "reference")
+    assert reference["scores"]["execution"]["status"] == "passed"
+    assert reference["decisions"][-1]["reason"] == "tests_passed"
+    sampled = [r for r in code_rows if r["provenance"]["method"] == "response"]
+    # a one-token answer is dropped: as empty, or because it fails the tests
+    assert sampled and all(r["decisions"][-1]["verdict"] == "drop" for r in sampled)
     checks = {e.check_name: e.passed for e in first.get_asset_check_evaluations()}
     assert {
         "seed_tasks_schema_valid",

