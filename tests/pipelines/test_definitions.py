@@ -73,7 +73,6 @@ def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path, tin
     assert first.success
     meta = first.asset_materializations_for_node("sft_dataset")[0].metadata
     assert meta["version"].value == "sft@v1"
-    b1 = AssetStore(str(home)).read("candidate_responses", "b1")
     validated = AssetStore(str(home)).read("execution_validated", "b1")
     kept = validated.filter(pa.compute.invert(dropped_mask(validated)))
     assert meta["dagster/row_count"].value == kept.num_rows  # references + kept one-token answers
@@ -102,7 +101,7 @@ def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path, tin
     assert again["decisions"][-1]["reason"] == "near_duplicate_published"
     assert again["scores"]["dedup"]["jaccard"] == 1.0
     published = DatasetStore(str(home)).read("sft@v2").to_pylist()
-    references = [r for r in published if r["provenance"]["method"] == "reference"]
+    references = [r for r in published if r["provenance"]["method"] == "reference" and r["kind"] == "sft"]
     assert sorted(r["messages"][1]["content"] for r in references) == ["A", "C"]
     assert next(r for r in references if r["messages"][1]["content"] == "A")["batch"] == "b1"
 
