@@ -35,7 +35,7 @@ def _index_published(factory: FactoryResource, table: pa.Table, name: str, versi
 
 
 @dg.asset(
-    ins={"execution_validated": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())},
+    ins={"routed_samples": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())},
     group_name="publish",
     kinds={"parquet"},
     check_specs=check_specs("sft_dataset", ["schema_valid", "unique_ids", "shards_verified"]),
@@ -43,7 +43,7 @@ def _index_published(factory: FactoryResource, table: pa.Table, name: str, versi
 def sft_dataset(
     context: dg.AssetExecutionContext,
     factory: FactoryResource,
-    execution_validated: pa.Table,
+    routed_samples: pa.Table,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """The SFT dataset: a new version under PTF_HOME/datasets/<name>/v<N>/ when the rows changed.
 
@@ -51,7 +51,7 @@ def sft_dataset(
     reports the existing version).
     """
     config = factory.config
-    assembled = assemble_sft(execution_validated)
+    assembled = assemble_sft(routed_samples)
     datasets = factory.datasets()
     result = datasets.publish(
         config.datasets.sft,

@@ -13,12 +13,6 @@ import jinja2
 __all__ = ["Template", "template"]
 
 _DIR = Path(__file__).parent / "templates"
-_ENV = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(_DIR),
-    undefined=jinja2.StrictUndefined,
-    keep_trailing_newline=False,
-    autoescape=False,  # prompts are plain text for a model, not HTML
-)
 
 
 @dataclass(frozen=True)
@@ -32,8 +26,16 @@ class Template:
 
 
 @functools.cache
-def template(name: str) -> Template:
-    """The template ``generators/templates/<name>.jinja``; its hash changes when its text does."""
-    path = _DIR / f"{name}.jinja"
+def _environment(folder: Path) -> jinja2.Environment:
+    # prompts are plain text for a model, not HTML: no autoescape
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(folder), undefined=jinja2.StrictUndefined, autoescape=False
+    )
+
+
+@functools.cache
+def template(name: str, folder: Path = _DIR) -> Template:
+    """``<folder>/<name>.jinja`` (default: generators/templates); its hash changes when its text does."""
+    path = folder / f"{name}.jinja"
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-    return Template(name, digest, _ENV.get_template(path.name))
+    return Template(name, digest, _environment(folder).get_template(path.name))

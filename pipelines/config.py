@@ -16,8 +16,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from annotators.routing import RoutingConfig
 from engines.spec import EngineSpec
 from filters.dedup.core import DedupConfig
+from filters.difficulty import DifficultyConfig
 from filters.execution.limits import Limits
 from generators.config import GenerationConfig
 from ptfactory.errors import ConfigError
@@ -79,6 +81,64 @@ class SandboxSection(_Section):
 
 class EnginesConfig(_Section):
     generator: EngineSpec = EngineSpec()
+    student: EngineSpec = Field(
+        EngineSpec(), description="answers k times for pass-rate difficulty; scores IFD"
+    )
+
+
+Kind = Literal["sft", "code", "preference"]
+Method = Literal["pass_rate", "ifd", "none"]
+
+
+def _default_methods() -> dict[Kind, Method]:
+    return {"code": "pass_rate", "sft": "ifd", "preference": "none"}
+
+
+class DifficultySection(_Section):
+    methods: dict[Kind, Method] = Field(default_factory=_default_methods)
+    k: int = Field(4, ge=1, le=64, description="student attempts per row (pass_rate)")
+    max_pass_rate: float = Field(0.75, ge=0, le=1, description="above: too_easy")
+    temperature: float = Field(0.8, ge=0, le=2)
+    max_tokens: int = Field(384, gt=0)
+    ifd_min: float = Field(0.0, ge=0, description="IFD below: too_easy")
+    ifd_max: float = Field(1.0, gt=0, description="IFD at or above: instruction_unhelpful")
+
+    def to_config(self) -> DifficultyConfig:
+        return DifficultyConfig(
+            methods={str(k): str(v) for k, v in self.methods.items()},
+            k=self.k,
+            max_pass_rate=self.max_pass_rate,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            ifd_min=self.ifd_min,
+            ifd_max=self.ifd_max,
+        )
+
+
+class JudgeSpec(_Section):
+    name: str = Field(pattern=r"^[a-z0-9_-]{1,40}$")
+    type: Literal["llm", "relevance", "execution"] = "llm"
+    engine: EngineSpec | None = Field(None, description="llm judges: the engine and model")
+    rubric: str = Field("rubric", description="template in annotators/judges/templates")
+    max_tokens: int = Field(96, gt=0)
+
+
+def _default_judges() -> list[JudgeSpec]:
+    return [
+        JudgeSpec(name="smollm2", type="llm", engine=EngineSpec()),
+        JudgeSpec(name="minilm-relevance", type="relevance"),
+        JudgeSpec(name="execution", type="execution"),
+    ]
+
+
+class RoutingSection(_Section):
+    accept_at: float = Field(7.0, ge=1, le=10, description="auto-accept at or above this judge mean...")
+    max_spread: float = Field(3.0, ge=0, le=9, description="...when the judges disagree by at most this")
+    reject_at: float = Field(3.0, ge=1, le=10, description="auto-reject at or below this judge mean")
+    review_budget: int = Field(50, ge=0, description="rows per batch sent to expert review")
+
+    def to_config(self) -> RoutingConfig:
+        return RoutingConfig(self.accept_at, self.max_spread, self.reject_at, self.review_budget)
 
 
 class FactoryConfig(_Section):
@@ -89,6 +149,9 @@ class FactoryConfig(_Section):
     generation: GenerationConfig = GenerationConfig()
     dedup: DedupSection = DedupSection()
     sandbox: SandboxSection = SandboxSection()
+    difficulty: DifficultySection = DifficultySection()
+    judges: list[JudgeSpec] = Field(default_factory=_default_judges, min_length=1)
+    routing: RoutingSection = RoutingSection()
 
     def config_hash(self) -> str:
         """A stable hash of the resolved configuration, recorded in every manifest."""

@@ -10,6 +10,7 @@ from assets.datasets import sft_dataset
 from assets.dedup import deduplicated_samples
 from assets.execution import execution_validated
 from assets.generation import candidate_instructions, candidate_responses
+from assets.scoring import difficulty_scored, judged_samples, routed_samples
 from assets.seeds import seed_tasks
 from pipelines.jobs import factory_job
 from pipelines.resources import FactoryResource, SampleIOManager
@@ -21,6 +22,9 @@ defs = dg.Definitions(
         candidate_responses,
         deduplicated_samples,
         execution_validated,
+        difficulty_scored,
+        judged_samples,
+        routed_samples,
         sft_dataset,
     ],
     jobs=[factory_job],

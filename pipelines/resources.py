@@ -12,8 +12,9 @@ import dagster as dg
 import pyarrow as pa
 from pydantic import PrivateAttr
 
+from annotators.judges import ExecutionJudge, Judge, LLMJudge, Panel, RelevanceJudge
 from engines.base import Engine
-from engines.spec import build_engine
+from engines.spec import EngineSpec, build_engine
 from filters.dedup.index import PublishedIndex
 from pipelines.config import FactoryConfig, load_config
 from ptfactory.home import is_local_url, local_state_dir, project_root, ptf_home
@@ -52,12 +53,34 @@ class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         home = self.resolved_home
         return Path(home) if is_local_url(home) else local_state_dir()
 
-    def engine(self, role: str) -> Engine:
-        """The engine configured under ``engines.<role>``, built once per run, sharing the cache."""
-        if role not in self._engines:
-            spec = getattr(self.config.engines, role)
-            self._engines[role] = build_engine(spec, self.state_dir / "cache" / "responses.sqlite")
-        return self._engines[role]
+    def engine(self, role: str, spec: EngineSpec | None = None) -> Engine:
+        """The engine configured under ``engines.<role>`` (or ``spec``), built once per run; one
+        engine per distinct spec, so a judge on the generator's model shares its loaded weights."""
+        spec = spec or getattr(self.config.engines, role)
+        key = spec.model_dump_json()
+        if key not in self._engines:
+            self._engines[key] = build_engine(spec, self.state_dir / "cache" / "responses.sqlite")
+        return self._engines[key]
+
+    def panel(self) -> Panel:
+        judges: list[Judge] = []
+        for spec in self.config.judges:
+            if spec.type == "llm":
+                engine_spec = spec.engine or self.config.engines.generator
+                judges.append(
+                    LLMJudge(
+                        spec.name,
+                        engine=self.engine(spec.name, engine_spec),
+                        rubric=spec.rubric,
+                        max_tokens=spec.max_tokens,
+                    )
+                )
+                judges[-1].stats.price_per_mtok = engine_spec.price_per_mtok
+            elif spec.type == "relevance":
+                judges.append(RelevanceJudge(spec.name))
+            else:
+                judges.append(ExecutionJudge(spec.name))
+        return Panel(judges)
 
     def price_per_mtok(self, role: str) -> float:
         return float(getattr(self.config.engines, role).price_per_mtok)

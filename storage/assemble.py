@@ -28,6 +28,12 @@ def _last_role(table: pa.Table) -> pa.Array:
     return pc.take(roles, offsets)
 
 
+def _awaits_review(trail: list[dict[str, str]] | None) -> bool:
+    """Routed to experts (or waiting for a review slot) and not yet decided by one."""
+    stages = [d for d in trail or [] if d["stage"] in ("route", "review")]
+    return bool(stages) and stages[-1]["verdict"] in ("route", "wait")
+
+
 def assemble_sft(rows: pa.Table) -> Assembled:
     """SFT-ready rows: not dropped, ending in an assistant turn, each sample once.
 
@@ -41,6 +47,9 @@ def assemble_sft(rows: pa.Table) -> Assembled:
     dropped = dropped_mask(table)
     skipped["dropped_upstream"] = int(pc.sum(dropped).as_py() or 0)
     table = table.filter(pc.invert(dropped))
+    pending = pa.array([_awaits_review(t) for t in table.column("decisions").to_pylist()], pa.bool_())
+    skipped["awaiting_review"] = int(pc.sum(pending).as_py() or 0)
+    table = table.filter(pc.invert(pending))
     if table.num_rows:
         has_answer = pc.equal(_last_role(table), "assistant")
         skipped["no_response"] = table.num_rows - int(pc.sum(has_answer).as_py() or 0)

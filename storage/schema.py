@@ -33,6 +33,7 @@ __all__ = [
     "dropped_mask",
     "empty_table",
     "from_records",
+    "live_rows",
     "row_texts",
     "sample_id",
     "set_score",
@@ -357,15 +358,22 @@ def add_decision(
     verdicts: Sequence[str],
     reasons: Sequence[str],
     details: Sequence[str | None] | None = None,
+    *,
+    rows: Sequence[int] | None = None,
 ) -> pa.Table:
-    """Append one decision per row to the ``decisions`` trail."""
-    if len(verdicts) != table.num_rows or len(reasons) != table.num_rows:
+    """Append one decision to the ``decisions`` trail of each row in ``rows`` (default: every row).
+
+    ``verdicts``, ``reasons`` and ``details`` line up with ``rows``; other rows are left as they were
+    (a stage does not judge rows an earlier stage dropped).
+    """
+    targets = list(range(table.num_rows)) if rows is None else list(rows)
+    if len(verdicts) != len(targets) or len(reasons) != len(targets):
         raise SchemaError(
-            f"add_decision got {len(verdicts)} verdicts and {len(reasons)} reasons for {table.num_rows} rows"
+            f"add_decision got {len(verdicts)} verdicts and {len(reasons)} reasons for {len(targets)} rows"
         )
-    details = details if details is not None else [None] * table.num_rows
+    details = details if details is not None else [None] * len(targets)
     trail = table.column("decisions").to_pylist()
-    for row, (verdict, reason, detail) in enumerate(zip(verdicts, reasons, details, strict=True)):
+    for row, verdict, reason, detail in zip(targets, verdicts, reasons, details, strict=True):
         trail[row] = [
             *(trail[row] or []),
             {"stage": stage, "verdict": verdict, "reason": reason, "detail": detail},
@@ -374,7 +382,12 @@ def add_decision(
     return table.set_column(index, SAMPLE_SCHEMA.field("decisions"), pa.array(trail, pa.list_(DECISION)))
 
 
-def set_score(table: pa.Table, name: str, values: Sequence[Mapping[str, Any] | None]) -> pa.Table:
+def live_rows(table: pa.Table) -> list[int]:
+    """Indices of the rows no stage has dropped: the ones the next stage looks at."""
+    return [i for i, dropped in enumerate(dropped_mask(table).to_pylist()) if not dropped]
+
+
+def set_score(table: pa.Table, name: str, values: Sequence[Any]) -> pa.Table:
     """Set ``scores.<name>`` for every row, keeping the other scores."""
     if len(values) != table.num_rows:
         raise SchemaError(f"set_score got {len(values)} values for {table.num_rows} rows")

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from filters.dedup.core import DedupConfig, deduplicate
 from filters.dedup.index import PublishedIndex
@@ -93,19 +92,15 @@ def dedup_samples(
             stats.dropped[reasons[row]] += 1
     out = set_score(table, "dedup", scores)
     # Rows dropped upstream keep their trail as it was: dedup did not look at them.
-    mask = np.zeros(table.num_rows, dtype=bool)
-    mask[live] = True
-    decided = add_decision(
-        out.filter(pa.array(mask)),
+    live_list = [int(i) for i in live]
+    merged = add_decision(
+        out,
         STAGE,
-        [verdicts[i] for i in live],
-        [reasons[i] for i in live],
-        [details[i] for i in live],
+        [verdicts[i] for i in live_list],
+        [reasons[i] for i in live_list],
+        [details[i] for i in live_list],
+        rows=live_list,
     )
-    untouched = out.filter(pc.invert(pa.array(mask)))
-    merged = pa.concat_tables([decided, untouched])
-    order = np.argsort(np.concatenate([live, np.nonzero(~mask)[0]]), kind="stable")
-    merged = merged.take(pa.array(order, pa.int64()))
     stats.rows_out = int(sum(1 for i in live if verdicts[i] == "keep"))
     stats.clusters = sum(1 for s in sizes.values() if s > 1)
     stats.largest_cluster = max(sizes.values(), default=0)

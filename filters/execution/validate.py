@@ -84,18 +84,15 @@ def validate_samples(
         details[i] = result.detail or None
     stats.not_code = sum(1 for i in live if reasons[i] == "not_code")
     out = set_score(table, "execution", scores)
-    mask = np.zeros(len(rows), dtype=bool)
-    mask[live] = True
-    decided = add_decision(
-        out.filter(pa.array(mask)),
+    merged = add_decision(
+        out,
         STAGE,
         [verdicts[i] for i in live],
         [reasons[i] for i in live],
         [details[i] for i in live],
+        rows=live,
     )
-    merged = pa.concat_tables([decided, out.filter(pa.array(~mask))])
-    order = np.argsort(np.concatenate([np.array(live, dtype=np.int64), np.nonzero(~mask)[0]]), kind="stable")
-    return merged.take(pa.array(order, pa.int64())), stats
+    return merged, stats
 
 
 def validate_parquet(

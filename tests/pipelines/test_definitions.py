@@ -10,6 +10,7 @@ from assets.datasets import sft_dataset
 from assets.dedup import deduplicated_samples
 from assets.execution import execution_validated
 from assets.generation import candidate_instructions, candidate_responses
+from assets.scoring import difficulty_scored, judged_samples, routed_samples
 from assets.seeds import seed_tasks
 from pipelines.definitions import defs
 from pipelines.resources import FactoryResource, SampleIOManager
@@ -39,6 +40,9 @@ GRAPH = [
     candidate_responses,
     deduplicated_samples,
     execution_validated,
+    difficulty_scored,
+    judged_samples,
+    routed_samples,
     sft_dataset,
 ]
 
@@ -63,6 +67,8 @@ def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path, tin
         f"engines:\n  generator: {{model: {tiny_model}}}\n"
         "generation: {self_instruct: {count: 0}, evol_instruct: {count: 0}, code: {count: 0},"
         " responses: {max_tokens: 1, temperature: 0}}\n"
+        "difficulty: {k: 2, max_tokens: 16, ifd_max: 1000}\n"
+        "routing: {accept_at: 1, max_spread: 9, reject_at: 1}\n"
     )
     resources = {
         "factory": FactoryResource(home=str(home), config_path=str(config)),

@@ -1,0 +1,82 @@
+"""A judge gives each row a vote: a 1-10 score, a verdict and a rationale, or an honest failure.
+
+A reply that does not parse is kept (``raw``), marked (``parsed=False``) and left out of the
+aggregate; it is never read as a score of 0. A judge that has nothing to say about a row
+(execution on a non-code row) abstains: ``score=None``, verdict ``abstain``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["Judge", "JudgeStats", "Vote"]
+
+VERDICTS = ("accept", "reject", "abstain", "unparsed")
+
+
+@dataclass
+class Vote:
+    judge: str
+    model: str
+    score: float | None
+    verdict: str
+    rationale: str = ""
+    raw: str = ""
+    parsed: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def counts(self) -> bool:
+        """Does this vote enter the aggregate?"""
+        return self.parsed and self.score is not None
+
+
+@dataclass
+class JudgeStats:
+    votes: int = 0
+    unparsed: int = 0
+    abstained: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    price_per_mtok: float = 0.0
+
+    @property
+    def parse_failure_rate(self) -> float:
+        return self.unparsed / self.votes if self.votes else 0.0
+
+    @property
+    def cost_usd(self) -> float:
+        return (self.prompt_tokens + self.completion_tokens) * self.price_per_mtok / 1e6
+
+
+@dataclass
+class Judge(ABC):
+    name: str
+    stats: JudgeStats = field(default_factory=JudgeStats)
+
+    @property
+    @abstractmethod
+    def model(self) -> str:
+        """The model behind the votes (recorded with each vote)."""
+
+    @abstractmethod
+    def _judge(self, rows: list[dict[str, Any]]) -> list[Vote]:
+        """One vote per row."""
+
+    def judge(self, rows: list[dict[str, Any]]) -> list[Vote]:
+        votes = self._judge(rows)
+        self.stats.votes += len(votes)
+        self.stats.unparsed += sum(1 for v in votes if not v.parsed)
+        self.stats.abstained += sum(1 for v in votes if v.parsed and v.score is None)
+        return votes
+
+
+def prompt_and_response(row: dict[str, Any]) -> tuple[str, str]:
+    messages = row["messages"]
+    prompt = next((m["content"] for m in messages if m["role"] == "user"), "")
+    response = messages[-1]["content"] if messages and messages[-1]["role"] == "assistant" else ""
+    return str(prompt), str(response)

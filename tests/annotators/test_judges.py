@@ -1,0 +1,162 @@
+"""Judges: garbage replies kept and excluded, aggregation math, alpha, and the real models."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from annotators.judges import (
+    ExecutionJudge,
+    LLMJudge,
+    Panel,
+    RelevanceJudge,
+    Vote,
+    aggregate,
+    krippendorff_alpha,
+    parse_vote,
+)
+from engines.base import Completion, Conversation, Engine, SamplingParams
+from engines.transformers_engine import TransformersEngine
+from storage.schema import from_records, sample_id
+
+
+@pytest.mark.parametrize(
+    ("raw", "score", "verdict", "failure"),
+    [
+        ('{"score": 8, "verdict": "accept", "rationale": "fine"}', 8.0, "accept", None),
+        (
+            'Sure! {"score": 3, "verdict": "reject", "rationale": "wrong"} hope that helps',
+            3.0,
+            "reject",
+            None,
+        ),
+        ('{"score": 7}', 7.0, "accept", None),  # a missing verdict follows the score
+        ("I think it is an 8 out of 10.", None, "unparsed", "no JSON object in the reply"),
+        ('{"score": 11, "verdict": "accept"}', None, "unparsed", "score 11 is not a number from 1 to 10"),
+        ('{"score": "high"}', None, "unparsed", "score 'high' is not a number from 1 to 10"),
+        ('{"score": true}', None, "unparsed", "score True is not a number from 1 to 10"),
+        ("", None, "unparsed", "no JSON object in the reply"),
+        ("[1, 2]", None, "unparsed", "no JSON object in the reply"),
+    ],
+)
+def test_parse_vote(raw: str, score: float | None, verdict: str, failure: str | None) -> None:
+    got = parse_vote(raw)
+    assert (got[0], got[1], got[3]) == (score, verdict, failure)
+
+
+@dataclass
+class Garbage(Engine):
+    replies: list[str] = field(default_factory=list)
+
+    def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
+        return [[Completion(self.replies[i % len(self.replies)], 50, 10)] for i in range(len(conversations))]
+
+
+def _rows(n: int, kind: str = "sft") -> list[dict[str, object]]:
+    rows = []
+    for i in range(n):
+        messages = [
+            {"role": "user", "content": f"Question {i}?"},
+            {"role": "assistant", "content": f"Answer {i}."},
+        ]
+        rows.append(
+            {
+                "sample_id": sample_id(kind, messages),
+                "batch": "b",
+                "kind": kind,
+                "messages": messages,
+                "decisions": [],
+            }
+        )
+    return rows
+
+
+def test_garbage_replies_are_kept_raw_and_left_out_of_the_aggregate() -> None:
+    garbage = LLMJudge("garbage", engine=Garbage(model_id="g", replies=["lol no", '{"score": 99}']))
+    steady = LLMJudge("steady", engine=Garbage(model_id="s", replies=['{"score": 6, "verdict": "accept"}']))
+    table, _ = Panel([garbage, steady]).judge_table(from_records(_rows(4)))
+    for row in table.to_pylist():
+        votes = {v["judge"]: v for v in row["scores"]["judges"]}
+        assert votes["garbage"]["parsed"] is False and votes["garbage"]["score"] is None
+        assert votes["garbage"]["raw"] in ("lol no", '{"score": 99}')
+        assert row["scores"]["judge_mean"] == 6.0  # the garbage is not a 0
+    assert garbage.stats.parse_failure_rate == 1.0 and steady.stats.parse_failure_rate == 0.0
+    assert garbage.stats.prompt_tokens == 200
+
+
+def test_aggregation_math() -> None:
+    votes = [
+        Vote("a", "m", 8.0, "accept"),
+        Vote("b", "m", 4.0, "reject"),
+        Vote("c", "m", 6.0, "accept"),
+        Vote("d", "m", None, "unparsed", parsed=False),
+        Vote("e", "m", None, "abstain"),
+    ]
+    agg = aggregate(votes)
+    assert (agg.mean, agg.median, agg.spread, agg.counted) == (6.0, 6.0, 4.0, 3)
+    assert aggregate([Vote("d", "m", None, "unparsed", parsed=False)]).mean is None
+
+
+def test_krippendorff_alpha() -> None:
+    perfect = np.array([[1.0, 5, 9, 3], [1, 5, 9, 3]])
+    assert krippendorff_alpha(perfect) == pytest.approx(1.0)
+    noisy = np.array([[1.0, 5, 9, 3, 7], [9, 2, 1, 8, 3]])
+    assert krippendorff_alpha(noisy) < 0  # systematic disagreement
+    # the textbook example (Krippendorff 2011, interval data, 4 coders, with missing values)
+    nan = np.nan
+    data = np.array(
+        [
+            [1, 2, 3, 3, 2, 1, 4, 1, 2, nan, nan, nan],
+            [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, nan, 3],
+            [nan, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, nan],
+            [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, nan],
+        ],
+        dtype=float,
+    )
+    assert krippendorff_alpha(data) == pytest.approx(0.849, abs=0.01)
+
+
+def test_execution_judge_and_abstentions() -> None:
+    rows = _rows(1, "code") + _rows(1)
+    rows[0]["scores"] = {"execution": {"status": "failed"}}
+    votes = ExecutionJudge("execution").judge(rows)  # type: ignore[arg-type]
+    assert (votes[0].score, votes[0].verdict) == (1.0, "reject")
+    assert (votes[1].score, votes[1].verdict) == (None, "abstain")
+
+
+def test_relevance_judge_with_the_bundled_minilm() -> None:
+    rows = [
+        {
+            "kind": "sft",
+            "messages": [
+                {"role": "user", "content": "What is the capital of France?"},
+                {"role": "assistant", "content": "Paris is the capital of France."},
+            ],
+        },
+        {
+            "kind": "sft",
+            "messages": [
+                {"role": "user", "content": "What is the capital of France?"},
+                {"role": "assistant", "content": "Bananas are rich in potassium."},
+            ],
+        },
+    ]
+    related, unrelated = RelevanceJudge("minilm").judge(rows)
+    assert related.score is not None and unrelated.score is not None
+    assert related.score > unrelated.score + 3
+    assert related.verdict == "accept" and unrelated.verdict == "reject"
+
+
+@pytest.mark.slow
+def test_llm_judge_on_the_bundled_smollm2(smollm2: Path) -> None:
+    engine = TransformersEngine(model_id="SmolLM2-135M-Instruct", model_path=str(smollm2))
+    judge = LLMJudge("smollm2", engine=engine, max_tokens=64)
+    votes = judge.judge(_rows(3))  # type: ignore[arg-type]
+    assert len(votes) == 3
+    for vote in votes:  # a 135M model may or may not write JSON: either way the vote is honest
+        assert (vote.parsed and vote.score is not None and 1 <= vote.score <= 10) or (
+            not vote.parsed and vote.raw
+        )
+    assert judge.stats.prompt_tokens > 0
