@@ -27,6 +27,7 @@ class RoutingConfig:
     max_spread: float = 3.0
     reject_at: float = 3.0
     review_budget: int = 50
+    silent: str = "review"  # rows no judge could score: review | accept | reject
 
 
 def route(table: pa.Table, config: RoutingConfig) -> tuple[pa.Table, Counter[str]]:
@@ -39,7 +40,12 @@ def route(table: pa.Table, config: RoutingConfig) -> tuple[pa.Table, Counter[str
         scores = rows[i]["scores"] or {}
         mean, spread = scores.get("judge_mean"), scores.get("judge_spread")
         if mean is None:
-            review.append((float("inf"), rows[i]["sample_id"], i))  # no counted vote: a human must look
+            if config.silent == "accept":
+                verdict[i] = ("accept", "auto_accept", "no counted judge vote; routing.silent is accept")
+            elif config.silent == "reject":
+                verdict[i] = ("reject", "auto_reject", "no counted judge vote; routing.silent is reject")
+            else:
+                review.append((float("inf"), rows[i]["sample_id"], i))  # a human must look
             continue
         detail = f"mean {mean:.2f}, spread {spread:.2f}"
         if mean >= config.accept_at and (spread or 0.0) <= config.max_spread:

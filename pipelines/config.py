@@ -136,9 +136,10 @@ class RoutingSection(_Section):
     max_spread: float = Field(3.0, ge=0, le=9, description="...when the judges disagree by at most this")
     reject_at: float = Field(3.0, ge=1, le=10, description="auto-reject at or below this judge mean")
     review_budget: int = Field(50, ge=0, description="rows per batch sent to expert review")
+    silent: Literal["review", "accept", "reject"] = Field("review", description="rows no judge could score")
 
     def to_config(self) -> RoutingConfig:
-        return RoutingConfig(self.accept_at, self.max_spread, self.reject_at, self.review_budget)
+        return RoutingConfig(self.accept_at, self.max_spread, self.reject_at, self.review_budget, self.silent)
 
 
 class FactoryConfig(_Section):

@@ -15,11 +15,37 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -q "${need[@]}" >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q "${need[@]}" >/dev/null; }
 fi
 
+# A machine restored from a snapshot can carry a dead daemon's pid files, whose pids now belong to
+# other processes; dockerd then refuses to start. Drop any pid file not held by a docker process.
+clear_stale_pidfile() {
+  local f=$1 pid
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f" 2>/dev/null || true)
+  if [ -z "$pid" ] || ! grep -qE 'dockerd|containerd' "/proc/$pid/cmdline" 2>/dev/null; then
+    rm -f "$f"
+  fi
+}
+
+start_dockerd() {
+  clear_stale_pidfile /var/run/docker.pid
+  clear_stale_pidfile /var/run/docker/containerd/containerd.pid
+  echo "starting dockerd $* (log: .ptf/dockerd.log)"
+  setsid nohup dockerd "$@" >>.ptf/dockerd.log 2>&1 </dev/null &
+  for _ in $(seq 1 120); do docker info >/dev/null 2>&1 && return 0; sleep 0.5; done
+  echo "dockerd $* did not answer within 60 s; the end of its log:" >&2
+  tail -n 15 .ptf/dockerd.log >&2
+  pkill -x dockerd 2>/dev/null || true
+  sleep 2
+  return 1
+}
+
 if ! docker info >/dev/null 2>&1; then
-  echo "starting dockerd (log: .ptf/dockerd.log)"
-  setsid nohup dockerd >.ptf/dockerd.log 2>&1 </dev/null &
-  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
-  docker info >/dev/null 2>&1 || { echo "dockerd did not start; see .ptf/dockerd.log" >&2; exit 1; }
+  # The sandbox only runs containers with --network none, so a daemon without iptables or the
+  # default bridge (kernels without nf_tables) or on the vfs driver (no overlayfs) serves it too.
+  start_dockerd \
+    || start_dockerd --iptables=false --ip6tables=false --bridge=none \
+    || start_dockerd --iptables=false --ip6tables=false --bridge=none --storage-driver=vfs \
+    || { echo "dockerd did not start; see .ptf/dockerd.log" >&2; exit 1; }
 fi
 
 .venv/bin/ptf sandbox build

@@ -33,9 +33,12 @@ def fast_factory_yaml(model: Path) -> str:
         "generation:\n  self_instruct: {count: 2}\n  evol_instruct: {count: 1}\n  code: {count: 1}\n"
         "  instructions: {max_tokens: 12}\n  code_problems: {max_tokens: 12}\n"
         "  responses: {n: 1, max_tokens: 8}\n"
-        # the tiny model's answers are noise: keep every scored row, so tests see rows flow through
+        # the tiny model's answers are noise: keep every row, so tests see rows flow through; the
+        # sandbox and the tiny model judge (the embedding judge has its own tests)
         "difficulty: {k: 2, max_tokens: 16, ifd_max: 1000}\n"
-        "routing: {accept_at: 1, max_spread: 9, reject_at: 1}\n"
+        f"judges:\n  - {{name: execution, type: execution}}\n"
+        f"  - {{name: tiny, type: llm, engine: {{model: {model}}}, max_tokens: 8}}\n"
+        "routing: {accept_at: 1, max_spread: 9, reject_at: 1, silent: accept}\n"
     )
 
 

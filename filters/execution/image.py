@@ -143,7 +143,11 @@ def build_image(client: Any, say: Callable[[str], None] = print, force: bool = F
     tag = f"{IMAGE}:{recipe}"
     try:
         client.images.build(
-            fileobj=io.BytesIO(_init_layer(base, recipe)), custom_context=True, tag=tag, rm=True
+            fileobj=io.BytesIO(_init_layer(base, recipe)),
+            custom_context=True,
+            tag=tag,
+            rm=True,
+            network_mode="none",
         )
     except docker.errors.BuildError as exc:
         raise SandboxError(f"building {tag} failed: {exc}") from exc
