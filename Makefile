@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip --disable-pip-version-check
 STAMP := $(VENV)/.ptf-installed
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=25
 
 export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
