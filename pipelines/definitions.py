@@ -6,14 +6,16 @@ import os
 
 import dagster as dg
 
-from assets.datasets import sft_dataset
+from assets.annotation import curated_samples, human_labels, review_queue
+from assets.datasets import preference_dataset, sft_dataset
 from assets.dedup import deduplicated_samples
 from assets.execution import execution_validated
 from assets.generation import candidate_instructions, candidate_responses
 from assets.scoring import difficulty_scored, judged_samples, routed_samples
 from assets.seeds import seed_tasks
-from pipelines.jobs import factory_job
+from pipelines.jobs import curation_job, factory_job, review_job
 from pipelines.resources import FactoryResource, SampleIOManager
+from pipelines.sensors import human_labels_sensor
 
 defs = dg.Definitions(
     assets=[
@@ -25,9 +27,14 @@ defs = dg.Definitions(
         difficulty_scored,
         judged_samples,
         routed_samples,
+        review_queue,
+        human_labels,
+        curated_samples,
         sft_dataset,
+        preference_dataset,
     ],
-    jobs=[factory_job],
+    jobs=[factory_job, review_job, curation_job],
+    sensors=[human_labels_sensor],
     resources={
         "factory": FactoryResource(config_path=os.environ.get("PTF_CONFIG", "factory.yaml")),
         "samples_io": SampleIOManager(),

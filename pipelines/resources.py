@@ -6,6 +6,7 @@ so loading the definitions is cheap and needs no running service.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -13,6 +14,9 @@ import pyarrow as pa
 from pydantic import PrivateAttr
 
 from annotators.judges import ExecutionJudge, Judge, LLMJudge, Panel, RelevanceJudge
+from annotators.labelstudio.client import LabelStudioClient
+from annotators.labelstudio.ledger import Ledger
+from annotators.labelstudio.server import LabelStudioServer
 from engines.base import Engine
 from engines.spec import EngineSpec, build_engine
 from filters.dedup.index import PublishedIndex
@@ -92,6 +96,19 @@ class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def dedup_index(self) -> PublishedIndex:
         return PublishedIndex(self.state_dir / "dedup_index.duckdb", self.config.dedup.to_config())
+
+    def label_studio(self) -> LabelStudioServer:
+        return LabelStudioServer(self.state_dir, port=self.config.annotation.port)
+
+    def label_studio_client(self) -> LabelStudioClient:
+        """A client for the configured Label Studio (ours unless ``annotation.url`` names another)."""
+        section = self.config.annotation
+        server = self.label_studio()
+        token = os.environ.get(section.token_env) or server.credentials().token
+        return LabelStudioClient(section.url or server.url, token)
+
+    def label_ledger(self) -> Ledger:
+        return Ledger(self.state_dir / "annotation" / "ledger.sqlite")
 
     def datasets(self) -> DatasetStore:
         return DatasetStore(self.resolved_home)

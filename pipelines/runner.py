@@ -39,7 +39,7 @@ class RunOutcome:
     errors: list[str] = field(default_factory=list)
 
 
-def _metadata_values(event: dg.DagsterEvent) -> dict[str, Any]:
+def metadata_values(event: dg.DagsterEvent) -> dict[str, Any]:
     data = event.event_specific_data
     materialization = getattr(data, "materialization", None)
     if materialization is None:
@@ -137,7 +137,7 @@ def _on_event(  # noqa: PLR0917 - one call site, all positional state of the pol
         progress.update(bar, description=f"[cyan]{step}[/]")
     elif kind == "ASSET_MATERIALIZATION":
         asset = event.asset_key.to_user_string() if event.asset_key else step
-        outcome.materializations[asset] = _metadata_values(event)
+        outcome.materializations[asset] = metadata_values(event)
     elif kind == "STEP_SUCCESS":
         seconds = record.timestamp - started.get(step, record.timestamp)
         outcome.step_seconds[step] = seconds

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 
 from storage.schema import conform, dropped_mask
 
-__all__ = ["Assembled", "assemble_sft"]
+__all__ = ["Assembled", "assemble_preference", "assemble_sft"]
 
 
 @dataclass
@@ -35,6 +35,16 @@ def _awaits_review(trail: list[dict[str, str]] | None) -> bool:
 
 
 def assemble_sft(rows: pa.Table) -> Assembled:
+    """SFT and code rows (see :func:`_assemble`)."""
+    return _assemble(rows, ("sft", "code"))
+
+
+def assemble_preference(rows: pa.Table) -> Assembled:
+    """Preference rows with both a chosen and a rejected answer (see :func:`_assemble`)."""
+    return _assemble(rows, ("preference",))
+
+
+def _assemble(rows: pa.Table, kinds: tuple[str, ...]) -> Assembled:
     """SFT-ready rows: not dropped, ending in an assistant turn, each sample once.
 
     A sample that appears in several batches (same content, same id) is kept once, from
@@ -42,6 +52,7 @@ def assemble_sft(rows: pa.Table) -> Assembled:
     counted, not lost (they stay in their stage outputs).
     """
     table = conform(rows)
+    table = table.filter(pc.is_in(table.column("kind"), value_set=pa.array(kinds)))
     batches = sorted(set(table.column("batch").to_pylist()))
     skipped: dict[str, int] = {}
     dropped = dropped_mask(table)
@@ -50,7 +61,15 @@ def assemble_sft(rows: pa.Table) -> Assembled:
     pending = pa.array([_awaits_review(t) for t in table.column("decisions").to_pylist()], pa.bool_())
     skipped["awaiting_review"] = int(pc.sum(pending).as_py() or 0)
     table = table.filter(pc.invert(pending))
-    if table.num_rows:
+    if table.num_rows and "preference" in kinds:
+        has_answer = pc.and_(
+            pc.greater(pc.list_value_length(table.column("chosen")), 0),
+            pc.greater(pc.list_value_length(table.column("rejected")), 0),
+        )
+        has_answer = pc.fill_null(has_answer, False)
+        skipped["no_pair"] = table.num_rows - int(pc.sum(has_answer).as_py() or 0)
+        table = table.filter(has_answer)
+    elif table.num_rows:
         has_answer = pc.equal(_last_role(table), "assistant")
         skipped["no_response"] = table.num_rows - int(pc.sum(has_answer).as_py() or 0)
         table = table.filter(has_answer)

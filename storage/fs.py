@@ -19,7 +19,7 @@ import fsspec
 
 from ptfactory.home import is_local_url
 
-__all__ = ["Store", "fsync_dir"]
+__all__ = ["Store", "atomic_write_text", "fsync_dir"]
 
 
 def fsync_dir(path: str | Path) -> None:
@@ -29,6 +29,27 @@ def fsync_dir(path: str | Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def atomic_write_text(path: str | Path, text: str, mode: int = 0o644) -> None:
+    """Replace a local file whole: readers see the old or the new text, never a part.
+
+    The file is created with ``mode`` from the start (a secret is never briefly world-readable).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
 
 
 class Store:

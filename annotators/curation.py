@@ -1,0 +1,238 @@
+"""Fold expert labels into the routed samples: ``curated_samples``.
+
+- The label log is replayed: per (sample, annotator) the latest event counts; a deletion removes
+  that annotator's label; several annotators are combined by majority (a tie decides nothing).
+- accept → the row goes on (``review/accept``); reject → dropped (``review/reject``); a corrected
+  response replaces the last assistant turn (``review/edit``, the original kept in the decision's
+  detail and the annotation record), and the (corrected, original) pair also becomes a preference
+  row; a preference choice of B swaps chosen and rejected, a tie drops the pair.
+- Rows with no label yet stay as they were: still awaiting review, never published, never lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from annotators.labelstudio.results import Label, combine, parse_result
+from storage.schema import SAMPLE_SCHEMA, conform, sample_id
+
+__all__ = ["Curated", "LabelState", "curate", "replay"]
+
+STAGE = "review"
+
+
+@dataclass
+class LabelState:
+    """The labels in force after replaying the log."""
+
+    per_annotator: dict[str, dict[str, tuple[Label, dict[str, Any]]]]  # sample -> annotator -> (label, event)
+
+    def decided(self) -> dict[str, tuple[Label, list[dict[str, Any]]]]:
+        out = {}
+        for sid, by_annotator in self.per_annotator.items():
+            events = sorted(by_annotator.values(), key=lambda item: item[1]["seq"])
+            label = combine([lab for lab, _ in events])
+            if label is not None:
+                out[sid] = (label, [ev for _, ev in events])
+        return out
+
+
+def replay(events: pa.Table) -> LabelState:
+    current: dict[int, dict[str, Any]] = {}
+    for event in events.to_pylist():  # in seq order: later events supersede
+        if event["event"] == "deleted":
+            current.pop(event["annotation_id"], None)
+        else:
+            current[event["annotation_id"]] = event
+    per: dict[str, dict[str, tuple[Label, dict[str, Any]]]] = defaultdict(dict)
+    for event in sorted(current.values(), key=lambda e: e["seq"]):
+        if not event["sample_id"]:
+            continue
+        label = parse_result(event["result"], bool(event["was_cancelled"]))
+        per[event["sample_id"]][event["annotator"] or f"#{event['annotation_id']}"] = (label, event)
+    return LabelState(dict(per))
+
+
+@dataclass
+class Curated:
+    table: pa.Table
+    counts: Counter[str] = field(default_factory=Counter)
+    per_annotator: Counter[str] = field(default_factory=Counter)
+    inter_annotator_alpha: float | None = None
+    multi_annotated: int = 0
+    judge_human_agreement: float | None = None
+    judge_human_pairs: int = 0
+
+
+def _last_assistant(messages: list[dict[str, str]]) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index]["role"] == "assistant":
+            return index
+    return None
+
+
+def _annotation(label: Label, events: list[dict[str, Any]], original: str | None) -> dict[str, Any]:
+    last = events[-1]
+    lead = [e["lead_time_s"] for e in events if e["lead_time_s"] is not None]
+    return {
+        "project_id": last["project_id"],
+        "task_id": last["task_id"],
+        "annotation_id": last["annotation_id"],
+        "annotator": ",".join(sorted({e["annotator"] or "?" for e in events})),
+        "verdict": label.verdict,
+        "rating": label.rating,
+        "edited_response": label.corrected if original is not None else None,
+        "preference": label.preference,
+        "lead_time_s": sum(lead) if lead else None,
+    }
+
+
+def _awaiting(trail: list[dict[str, Any]]) -> bool:
+    stages = [d for d in trail if d["stage"] in ("route", STAGE)]
+    return bool(stages) and stages[-1]["stage"] == "route" and stages[-1]["verdict"] == "route"
+
+
+def curate(routed: pa.Table, events: pa.Table, accept_at: float = 7.0) -> Curated:
+    state = replay(events)
+    decided = state.decided()
+    out_rows: list[dict[str, Any]] = []
+    counts: Counter[str] = Counter()
+    for row in conform(routed).to_pylist():
+        trail = list(row["decisions"] or [])
+        sid = row["sample_id"]
+        if not _awaiting(trail) or sid not in decided:
+            if _awaiting(trail):
+                counts["awaiting"] += 1
+            out_rows.append(row)
+            continue
+        label, evs = decided[sid]
+        who = ", ".join(sorted({e["annotator"] or "?" for e in evs}))
+        if row["kind"] == "preference" or label.preference:
+            if label.preference == "tie":
+                trail.append(
+                    {"stage": STAGE, "verdict": "reject", "reason": "human_tie", "detail": f"by {who}"}
+                )
+                counts["rejected"] += 1
+            else:
+                if label.preference == "B":
+                    row["chosen"], row["rejected"] = row["rejected"], row["chosen"]
+                trail.append(
+                    {
+                        "stage": STAGE,
+                        "verdict": "accept",
+                        "reason": f"human_prefers_{label.preference}",
+                        "detail": f"by {who}" + (f": {label.reason}" if label.reason else ""),
+                    }
+                )
+                counts["accepted"] += 1
+            row["annotation"] = _annotation(label, evs, None)
+        elif label.verdict == "reject":
+            trail.append(
+                {"stage": STAGE, "verdict": "reject", "reason": "human_reject", "detail": f"by {who}"}
+            )
+            row["annotation"] = _annotation(label, evs, None)
+            counts["rejected"] += 1
+        else:
+            at = _last_assistant(row["messages"])
+            original = row["messages"][at]["content"] if at is not None else None
+            if label.corrected and at is not None and label.corrected != original:
+                messages = [dict(m) for m in row["messages"]]
+                messages[at]["content"] = label.corrected
+                row["messages"] = messages
+                detail = json.dumps({"by": who, "original": original}, ensure_ascii=False)
+                trail.append(
+                    {"stage": STAGE, "verdict": "edit", "reason": "human_correction", "detail": detail}
+                )
+                out_rows.append(_pair_row(row, messages, original or "", trail, who))
+                counts["corrected"] += 1
+            else:
+                trail.append(
+                    {"stage": STAGE, "verdict": "accept", "reason": "human_accept", "detail": f"by {who}"}
+                )
+                counts["accepted"] += 1
+            row["annotation"] = _annotation(label, evs, original)
+        row["decisions"] = trail
+        out_rows.append(row)
+    table = pa.Table.from_pylist(out_rows, schema=SAMPLE_SCHEMA) if out_rows else conform(routed)
+    result = Curated(table, counts)
+    _agreement(result, state, routed, accept_at)
+    return result
+
+
+def _pair_row(
+    row: dict[str, Any], corrected: list[dict[str, str]], original: str, trail: list[dict[str, Any]], who: str
+) -> dict[str, Any]:
+    """The corrected response preferred over the original: a DPO pair the expert wrote."""
+    prompt = corrected[:-1]
+    chosen = [corrected[-1]]
+    rejected = [{"role": "assistant", "content": original}]
+    pair = dict(row)
+    pair.update(
+        kind="preference",
+        messages=prompt,
+        chosen=chosen,
+        rejected=rejected,
+        sample_id=sample_id("preference", prompt, chosen=chosen, rejected=rejected),
+        decisions=[
+            *trail[:-1],
+            {
+                "stage": STAGE,
+                "verdict": "accept",
+                "reason": "human_correction_pair",
+                "detail": f"from {row['sample_id']} by {who}",
+            },
+        ],
+        tests=None,
+        entry_point=None,
+    )
+    provenance = dict(row.get("provenance") or {})
+    provenance["parent_id"] = row["sample_id"]
+    pair["provenance"] = provenance
+    return pair
+
+
+def _agreement(result: Curated, state: LabelState, routed: pa.Table, accept_at: float) -> None:
+    verdict_code = {"accept": 1.0, "reject": 0.0}
+    matrix: list[list[float]] = []
+    annotators = sorted({a for per in state.per_annotator.values() for a in per})
+    for per in state.per_annotator.values():
+        for annotator, (label, _) in per.items():
+            if label.verdict:
+                result.per_annotator[f"{annotator}: {label.verdict}"] += 1
+        votes = {a: verdict_code[lab.verdict] for a, (lab, _) in per.items() if lab.verdict in verdict_code}
+        if len(votes) >= 2:
+            result.multi_annotated += 1
+            matrix.append([votes.get(a, float("nan")) for a in annotators])
+    if len(matrix) >= 2:
+        result.inter_annotator_alpha = _nominal_alpha(np.array(matrix, dtype=float).T)
+    means = {
+        r["sample_id"]: (r["scores"] or {}).get("judge_mean")
+        for r in routed.select(["sample_id", "scores"]).to_pylist()
+    }
+    agree = total = 0
+    for sid, (label, _) in state.decided().items():
+        mean = means.get(sid)
+        if mean is None or label.verdict not in verdict_code or label.preference:
+            continue
+        total += 1
+        agree += int((mean >= accept_at) == (label.verdict == "accept"))
+    result.judge_human_pairs = total
+    result.judge_human_agreement = agree / total if total else None
+
+
+def _nominal_alpha(matrix: np.ndarray[Any, Any]) -> float | None:
+    """Krippendorff's alpha (nominal) over annotators × samples; None when undefined."""
+    import krippendorff
+
+    values = matrix[~np.isnan(matrix)]
+    if values.size == 0 or np.all(values == values[0]):
+        return (
+            1.0 if values.size else None
+        )  # everyone agreed on one value: alpha is undefined, agreement total
+    return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal"))

@@ -1,0 +1,113 @@
+"""Sample rows → Label Studio tasks (data + the judges' votes as predictions). Pure functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["queue_of", "to_task"]
+
+_TAIL = 2000
+
+
+def queue_of(row: dict[str, Any]) -> str:
+    return str(row["kind"]) if row["kind"] in ("sft", "code", "preference") else "sft"
+
+
+def _last(messages: list[dict[str, str]] | None, role: str) -> str:
+    for message in reversed(messages or []):
+        if message["role"] == role:
+            return message["content"]
+    return ""
+
+
+def _prompt(messages: list[dict[str, str]] | None) -> str:
+    """Every turn before the final answer, so the expert sees the whole context."""
+    turns = list(messages or [])
+    if turns and turns[-1]["role"] == "assistant":
+        turns = turns[:-1]
+    if len(turns) == 1:
+        return turns[0]["content"]
+    return "\n\n".join(f"[{m['role']}] {m['content']}" for m in turns)
+
+
+def _judges_text(scores: dict[str, Any]) -> str:
+    votes = scores.get("judges") or []
+    if not votes:
+        return "no judge scored this sample"
+    lines = []
+    for vote in votes:
+        score = "unparsed" if vote.get("score") is None else f"{vote['score']:g}/10"
+        why = (vote.get("rationale") or vote.get("raw") or "").strip().replace("\n", " ")
+        lines.append(
+            f"{vote['judge']} ({vote.get('model') or '-'}): {score}" + (f" — {why[:300]}" if why else "")
+        )
+    mean, spread = scores.get("judge_mean"), scores.get("judge_spread")
+    if mean is not None:
+        lines.append(f"panel: mean {mean:.2f}, spread {(spread or 0):.2f}")
+    return "\n".join(lines)
+
+
+def _execution_text(scores: dict[str, Any]) -> str:
+    run = scores.get("execution") or {}
+    if not run:
+        return "not executed"
+    parts = [
+        f"status: {run.get('status')}, exit code {run.get('exit_code')}, {run.get('duration_ms') or 0:.0f} ms"
+    ]
+    if run.get("stdout_tail"):
+        parts.append("stdout:\n" + run["stdout_tail"][-_TAIL:])
+    if run.get("stderr_tail"):
+        parts.append("stderr:\n" + run["stderr_tail"][-_TAIL:])
+    return "\n".join(parts)
+
+
+def _predictions(queue: str, scores: dict[str, Any], accept_at: float) -> list[dict[str, Any]]:
+    """One pre-annotation per judge that gave a score: its verdict (and, for SFT, a 1–5 rating)."""
+    out = []
+    for vote in scores.get("judges") or []:
+        score = vote.get("score")
+        if score is None:
+            continue
+        if queue == "preference":
+            result = [_choice("preference", "response_a", "A" if score >= accept_at else "B")]
+        else:
+            result = [_choice("verdict", "response", "accept" if score >= accept_at else "reject")]
+            if queue == "sft":
+                stars = max(1, min(5, round(score / 2)))
+                result.append(
+                    {
+                        "from_name": "rating",
+                        "to_name": "response",
+                        "type": "rating",
+                        "value": {"rating": stars},
+                    }
+                )
+        out.append({"model_version": str(vote["judge"]), "score": float(score) / 10.0, "result": result})
+    return out
+
+
+def _choice(name: str, to: str, value: str) -> dict[str, Any]:
+    return {"from_name": name, "to_name": to, "type": "choices", "value": {"choices": [value]}}
+
+
+def to_task(row: dict[str, Any], accept_at: float = 7.0) -> dict[str, Any]:
+    """The task Label Studio imports for one row; ``data.sample_id`` ties it back."""
+    queue = queue_of(row)
+    scores = row.get("scores") or {}
+    data: dict[str, Any] = {
+        "sample_id": row["sample_id"],
+        "batch": row["batch"],
+        "kind": row["kind"],
+        "instruction": _prompt(row["messages"]),
+        "judges": _judges_text(scores),
+        "judge_mean": scores.get("judge_mean"),
+    }
+    if queue == "preference":
+        data["response_a"] = _last(row.get("chosen"), "assistant")
+        data["response_b"] = _last(row.get("rejected"), "assistant")
+    else:
+        data["response"] = _last(row["messages"], "assistant")
+    if queue == "code":
+        data["tests"] = row.get("tests") or ""
+        data["execution"] = _execution_text(scores)
+    return {"data": data, "predictions": _predictions(queue, scores, accept_at)}

@@ -1,0 +1,102 @@
+"""What ``ptf annotate push`` / ``pull`` run: the review and curation jobs, in-process, recorded in
+the project's Dagster instance like any other run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from annotators.labelstudio.sync import PullResult, pull
+from pipelines.jobs import CURATION_JOB, REVIEW_JOB
+from pipelines.partitions import BATCH_PARTITIONS_NAME
+from pipelines.resources import FactoryResource
+from pipelines.runner import metadata_values
+from ptfactory.errors import FactoryError, UserInputError
+
+__all__ = ["JobOutcome", "pull_and_curate", "push_batches"]
+
+_QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+@dataclass
+class JobOutcome:
+    runs: list[str] = field(default_factory=list)
+    metadata: dict[str, dict[str, Any]] = field(default_factory=dict)  # asset[/partition] -> metadata
+    pulled: PullResult | None = None
+
+
+def _metadata(result: dg.ExecuteInProcessResult, suffix: str = "") -> dict[str, dict[str, Any]]:
+    return {
+        event.asset_key.to_user_string() + suffix: metadata_values(event)
+        for event in result.get_asset_materialization_events()
+        if event.asset_key is not None
+    }
+
+
+def _failed(result: dg.ExecuteInProcessResult) -> str:
+    messages = [
+        str(event.step_failure_data.error.message).strip()
+        if event.step_failure_data and event.step_failure_data.error
+        else ""
+        for event in result.all_events
+        if event.is_step_failure
+    ]
+    return "; ".join(m.splitlines()[-1] if m else "step failed" for m in messages) or "run failed"
+
+
+def push_batches(config_path: Path, batches: list[str] | None = None) -> JobOutcome:
+    """Materialize ``review_queue`` for ``batches`` (default: every batch so far)."""
+    from pipelines.definitions import defs
+
+    instance = dg.DagsterInstance.get()
+    known = list(instance.get_dynamic_partitions(BATCH_PARTITIONS_NAME))
+    chosen = batches or known
+    unknown = [b for b in chosen if b not in known]
+    if unknown:
+        raise UserInputError(
+            f"no batch named {unknown[0]!r}; known batches: {', '.join(known) or 'none (run `ptf run` first)'}"
+        )
+    factory = FactoryResource(config_path=str(config_path))
+    job = defs.resolve_job_def(REVIEW_JOB)
+    outcome = JobOutcome()
+    for batch in chosen:
+        result = job.execute_in_process(
+            instance=instance,
+            partition_key=batch,
+            raise_on_error=False,
+            run_config=_QUIET,
+            resources={"factory": factory},
+            tags={"ptf/batch": batch},
+        )
+        outcome.runs.append(result.run_id)
+        if not result.success:
+            raise FactoryError(f"pushing batch {batch} failed (run {result.run_id}): {_failed(result)}")
+        outcome.metadata.update(_metadata(result, f"/{batch}"))
+    return outcome
+
+
+def pull_and_curate(config_path: Path) -> JobOutcome:
+    """Pull new annotations now (what the sensor does each tick), then run the curation job."""
+    from pipelines.definitions import defs
+
+    factory = FactoryResource(config_path=str(config_path))
+    section = factory.config.annotation
+    client = factory.label_studio_client()
+    try:
+        pulled = pull(
+            client, factory.label_ledger(), prefix=section.project_prefix, page_size=section.pull_page
+        )
+    finally:
+        client.close()
+    result = defs.resolve_job_def(CURATION_JOB).execute_in_process(
+        instance=dg.DagsterInstance.get(),
+        raise_on_error=False,
+        run_config=_QUIET,
+        resources={"factory": factory},
+    )
+    if not result.success:
+        raise FactoryError(f"curation run {result.run_id} failed: {_failed(result)}")
+    return JobOutcome(runs=[result.run_id], metadata=_metadata(result), pulled=pulled)

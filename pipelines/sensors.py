@@ -1,0 +1,58 @@
+"""``human_labels_sensor``: what experts do in Label Studio flows back without anyone asking.
+
+Each evaluation pulls annotations touched since the ledger's watermark (incremental, page by page,
+each page committed with its watermark), and when the log grew it requests a run that
+materializes ``human_labels`` → ``curated_samples`` → the datasets. The sensor's cursor is the
+log's last sequence number, so a restarted daemon neither misses nor repeats a run.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from annotators.labelstudio.sync import pull
+from pipelines.jobs import CURATION_JOB
+from pipelines.resources import FactoryResource
+from ptfactory.errors import AnnotationError
+
+SENSOR_NAME = "human_labels_sensor"
+
+
+def evaluate(
+    context: dg.SensorEvaluationContext, factory: FactoryResource
+) -> dg.SensorResult | dg.SkipReason:
+    section = factory.config.annotation
+    ledger = factory.label_ledger()
+    try:
+        client = factory.label_studio_client()
+    except AnnotationError as exc:
+        return dg.SkipReason(str(exc))
+    try:
+        result = pull(client, ledger, prefix=section.project_prefix, page_size=section.pull_page)
+    except AnnotationError as exc:
+        # what was committed before the server went away stays; the next tick resumes from there
+        context.log.warning(str(exc))
+        return dg.SkipReason(f"Label Studio unreachable: {exc}")
+    finally:
+        client.close()
+    last = ledger.last_seq()
+    previous = int(context.cursor) if context.cursor else 0
+    if last <= previous:
+        return dg.SkipReason(f"no new labels ({result.tasks_read} tasks read)")
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(run_key=f"labels-{last}", tags={"ptf/labels_seq": str(last)})],
+        cursor=str(last),
+    )
+
+
+@dg.sensor(
+    name=SENSOR_NAME,
+    job_name=CURATION_JOB,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Pulls new and changed Label Studio annotations; re-curates when the log grew.",
+)
+def human_labels_sensor(
+    context: dg.SensorEvaluationContext, factory: FactoryResource
+) -> dg.SensorResult | dg.SkipReason:
+    return evaluate(context, factory)
