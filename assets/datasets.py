@@ -7,8 +7,11 @@ from assets.common import check_specs, counts_md, preview_md, schema_check, uniq
 from filters.dedup.core import compute_signatures
 from pipelines.resources import FactoryResource
 from storage.assemble import assemble_preference, assemble_sft
+from storage.manifest import Manifest
 from storage.schema import row_texts
+from storage.split import cluster_leaks, split_table
 from storage.versions import DatasetStore
+from training.templates import template_problems
 
 
 def _verified_check(datasets: DatasetStore, ref: str, asset: str) -> dg.AssetCheckResult:
@@ -19,6 +22,34 @@ def _verified_check(datasets: DatasetStore, ref: str, asset: str) -> dg.AssetChe
             check_name=f"{asset}_shards_verified", passed=False, metadata={"error": str(exc)}
         )
     return dg.AssetCheckResult(check_name=f"{asset}_shards_verified", passed=True)
+
+
+_CHECKS = ["schema_valid", "unique_ids", "shards_verified", "no_cluster_leak", "chat_template_renders"]
+
+
+def _leak_check(datasets: DatasetStore, manifest: Manifest, asset: str) -> dg.AssetCheckResult:
+    """No dedup cluster on both sides of the train/validation split."""
+    splits = {split: datasets.read(manifest.ref, split=split) for split in manifest.splits}
+    leaks = cluster_leaks(splits)
+    return dg.AssetCheckResult(
+        check_name=f"{asset}_no_cluster_leak",
+        passed=not leaks,
+        metadata={
+            "leaking_clusters": len(leaks),
+            "examples": ", ".join(leaks[:5]) or "none",
+            **{f"{split}_rows": t.num_rows for split, t in splits.items()},
+        },
+    )
+
+
+def _template_check(factory: FactoryResource, table: pa.Table, asset: str) -> dg.AssetCheckResult:
+    """Every row renders through the chat template with no empty turn and an end-of-turn token."""
+    problems = template_problems(table.to_pylist(), factory.chat_tokenizer())
+    return dg.AssetCheckResult(
+        check_name=f"{asset}_chat_template_renders",
+        passed=not problems,
+        metadata={"problems": "\n".join(problems) or "none"},
+    )
 
 
 def _index_published(factory: FactoryResource, table: pa.Table, name: str, version: int) -> int:
@@ -51,12 +82,13 @@ def _publish(
             },
             check_results=[
                 dg.AssetCheckResult(check_name=f"{asset}_{check}", passed=True, metadata={"rows": 0})
-                for check in ("schema_valid", "unique_ids", "shards_verified")
+                for check in _CHECKS
             ],
         )
+    splits = split_table(assembled.table, config.datasets.validation_fraction)
     result = datasets.publish(
         name,
-        assembled.table,
+        splits,
         kind=kind,
         config_hash=config.config_hash(),
         shard_rows=config.storage.shard_rows,
@@ -88,6 +120,8 @@ def _publish(
             schema_check(published, asset),
             unique_ids_check(published, asset),
             _verified_check(datasets, manifest.ref, asset),
+            _leak_check(datasets, manifest, asset),
+            _template_check(factory, published, asset),
         ],
     )
 
@@ -95,7 +129,7 @@ def _publish(
 @dg.asset(
     group_name="publish",
     kinds={"parquet"},
-    check_specs=check_specs("sft_dataset", ["schema_valid", "unique_ids", "shards_verified"]),
+    check_specs=check_specs("sft_dataset", _CHECKS),
 )
 def sft_dataset(
     context: dg.AssetExecutionContext,
@@ -113,7 +147,7 @@ def sft_dataset(
 @dg.asset(
     group_name="publish",
     kinds={"parquet"},
-    check_specs=check_specs("preference_dataset", ["schema_valid", "unique_ids", "shards_verified"]),
+    check_specs=check_specs("preference_dataset", _CHECKS),
 )
 def preference_dataset(
     context: dg.AssetExecutionContext,

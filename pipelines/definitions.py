@@ -16,6 +16,7 @@ from assets.seeds import seed_tasks
 from pipelines.jobs import curation_job, factory_job, review_job
 from pipelines.resources import FactoryResource, SampleIOManager
 from pipelines.sensors import human_labels_sensor
+from pipelines.training_job import train_sft_job
 
 defs = dg.Definitions(
     assets=[
@@ -33,7 +34,7 @@ defs = dg.Definitions(
         sft_dataset,
         preference_dataset,
     ],
-    jobs=[factory_job, review_job, curation_job],
+    jobs=[factory_job, review_job, curation_job, train_sft_job],
     sensors=[human_labels_sensor],
     resources={
         "factory": FactoryResource(config_path=os.environ.get("PTF_CONFIG", "factory.yaml")),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pyarrow as pa
@@ -96,6 +97,17 @@ class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def dedup_index(self) -> PublishedIndex:
         return PublishedIndex(self.state_dir / "dedup_index.duckdb", self.config.dedup.to_config())
+
+    def chat_tokenizer(self) -> Any:
+        """The generator's tokenizer (the bundled model's for a remote engine): the chat template the
+        published rows are checked against."""
+        from transformers import AutoTokenizer
+
+        from engines.bundled import resolve_model_path
+
+        spec = self.config.engines.generator
+        model = spec.model if spec.backend != "openai" else "bundled"
+        return AutoTokenizer.from_pretrained(resolve_model_path(model))
 
     def label_studio(self) -> LabelStudioServer:
         return LabelStudioServer(self.state_dir, port=self.config.annotation.port)

@@ -315,3 +315,38 @@ def test_status_and_idempotent_up(label_studio: LabelStudio) -> None:
     assert json.loads(up.stdout)["pid"] == data["pid"]  # the same process: up is idempotent
     creds = Path(data["credentials_file"])
     assert creds.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize(("kind", "ref"), [("sft", "sft@latest"), ("dpo", "preference@latest")])
+def test_train_on_what_the_pipeline_published(
+    label_studio: LabelStudio, tiny_model: Path, kind: str, ref: str
+) -> None:
+    """`ptf train` on the versions the curation run published from the experts' labels above."""
+    ls = label_studio
+    output = ls.root / "trained" / kind
+    trained = ls.ptf(
+        "train",
+        kind,
+        "--dataset",
+        ref,
+        "--model",
+        str(tiny_model),
+        "--output",
+        str(output),
+        "--max-steps",
+        "6",
+        "--learning-rate",
+        "5e-3",
+        "--batch-size",
+        "8",
+        "--max-length",
+        "128",
+        "--json",
+    )
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    lineage = json.loads(trained.stdout)
+    assert lineage["dataset"]["ref"].startswith(ref.split("@")[0] + "@v")
+    assert lineage["metrics"]["train_loss_after"] < lineage["metrics"]["train_loss_before"]
+    shown = ls.ptf("datasets", "show", lineage["dataset"]["ref"], "--json")
+    runs = json.loads(shown.stdout)["training_runs"]
+    assert [r["run_id"] for r in runs] == [lineage["run_id"]]

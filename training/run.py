@@ -1,0 +1,199 @@
+"""``train``: one SFT or DPO run over TRL on a pinned dataset version, with its lineage recorded.
+
+The output folder gets the model, its tokenizer and ``ptf_lineage.json`` (dataset name, version,
+manifest sha256, resolved config, library versions, metrics); the catalog's ``training_runs``
+table gets the same, so ``ptf datasets show NAME@VERSION`` lists what was trained on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ptfactory import code_version
+from ptfactory.errors import UserInputError
+from storage.fs import atomic_write_text
+from storage.versions import DatasetStore
+from training.config import TrainConfig
+from training.data import TrainingData, load_training_data
+
+__all__ = ["TrainResult", "train"]
+
+LINEAGE_FILE = "ptf_lineage.json"
+
+
+@dataclass
+class TrainResult:
+    run_id: str
+    output: Path
+    metrics: dict[str, Any] = field(default_factory=dict)
+    lineage: dict[str, Any] = field(default_factory=dict)
+
+
+def _versions() -> dict[str, str]:
+    import torch
+    import transformers
+    import trl
+
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+        "ptfactory": code_version(),
+        "python": platform.python_version(),
+    }
+
+
+def _trainer(config: TrainConfig, data: TrainingData, model: Any, tokenizer: Any, output: Path) -> Any:
+    import torch
+    from datasets import Dataset
+
+    common: dict[str, Any] = {
+        "output_dir": str(output / "checkpoints"),
+        "max_steps": config.max_steps,
+        "learning_rate": config.learning_rate,
+        "per_device_train_batch_size": config.batch_size,
+        "per_device_eval_batch_size": config.batch_size,
+        "gradient_accumulation_steps": config.grad_accum,
+        "max_length": config.max_length,
+        "seed": config.seed,
+        "bf16": config.bf16,
+        "logging_steps": 1,
+        "report_to": [],
+        "save_strategy": "steps" if config.save_checkpoints else "no",
+        "save_steps": max(1, config.max_steps // 2),
+        "use_cpu": not torch.cuda.is_available(),
+        "dataloader_num_workers": 0,
+        "disable_tqdm": True,
+    }
+    train = Dataset.from_list(data.train)
+    evaluate: dict[str, Any] | None = None
+    if config.eval_loss:
+        evaluate = {"train": train}
+        if data.validation:
+            evaluate["validation"] = Dataset.from_list(data.validation)
+    if config.kind == "sft":
+        from trl import SFTConfig, SFTTrainer  # type: ignore[attr-defined]
+
+        return SFTTrainer(
+            model=model,
+            args=SFTConfig(**common),
+            train_dataset=train,
+            eval_dataset=evaluate,
+            processing_class=tokenizer,
+        )
+    from trl import DPOConfig, DPOTrainer  # type: ignore[attr-defined]
+
+    return DPOTrainer(
+        model=model,
+        args=DPOConfig(**common, beta=config.beta),
+        train_dataset=train,
+        eval_dataset=evaluate,
+        processing_class=tokenizer,
+    )
+
+
+def _losses(trainer: Any, when: str) -> dict[str, float]:
+    """Loss on the training and validation rows (no gradient step), via TRL's own preprocessing."""
+    metrics = trainer.evaluate()
+    return {
+        f"{name.removeprefix('eval_').removesuffix('_loss')}_loss_{when}": float(value)
+        for name, value in metrics.items()
+        if name.endswith("_loss")
+    }
+
+
+def train(config: TrainConfig, datasets: DatasetStore | None = None, say: Any = print) -> TrainResult:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from engines.bundled import resolve_model_path
+
+    if not config.output:
+        raise UserInputError("no output folder: pass --output DIR")
+    if config.max_steps < 1:
+        raise UserInputError(f"--max-steps is {config.max_steps}; it must be at least 1")
+    datasets = datasets or DatasetStore()
+    data = load_training_data(datasets, config.dataset, config.kind)
+    model_path = resolve_model_path(config.model)
+    if not Path(model_path).exists():
+        raise UserInputError(f"no model folder at {model_path}; pass --model PATH or --model bundled")
+    output = Path(config.output).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    say(
+        f"{config.kind} on {data.manifest.ref} ({len(data.train)} train / {len(data.validation)} validation rows), "
+        f"model {config.model}, {config.max_steps} steps"
+    )
+    torch.manual_seed(config.seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    dtype = torch.bfloat16 if config.bf16 else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+    trainer = _trainer(config, data, model, tokenizer, output)
+
+    metrics: dict[str, Any] = {}
+    if config.eval_loss:
+        metrics.update(_losses(trainer, "before"))
+    started = time.perf_counter()
+    outcome = trainer.train()
+    metrics["train_runtime_s"] = time.perf_counter() - started
+    metrics["steps"] = int(trainer.state.global_step)
+    metrics["steps_per_s"] = (
+        metrics["steps"] / metrics["train_runtime_s"] if metrics["train_runtime_s"] else None
+    )
+    metrics["train_loss_mean"] = float(outcome.training_loss)
+    tokens = [log.get("num_tokens") for log in trainer.state.log_history if log.get("num_tokens") is not None]
+    if tokens:
+        metrics["tokens_per_s"] = float(tokens[-1]) / metrics["train_runtime_s"]
+    if config.eval_loss:
+        metrics.update(_losses(trainer, "after"))
+    trainer.save_model(str(output))
+    tokenizer.save_pretrained(str(output))
+
+    run_id = uuid.uuid4().hex
+    manifest = data.manifest
+    if int(os.environ.get("RANK", "0")) != 0:  # under `accelerate launch`: rank 0 records the run
+        return TrainResult(run_id, output, metrics, {})
+    lineage = {
+        "run_id": run_id,
+        "kind": config.kind,
+        "dataset": {
+            "name": manifest.name,
+            "version": manifest.version,
+            "ref": manifest.ref,
+            "manifest_sha256": data.manifest_sha256,
+            "rows": {"train": len(data.train), "validation": len(data.validation)},
+            "shards": [{"file": s.file, "sha256": s.sha256} for s in manifest.shards],
+            "config_hash": manifest.config_hash,
+        },
+        "model": {"given": config.model, "path": model_path},
+        "config": config.to_json(),
+        "metrics": metrics,
+        "versions": _versions(),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    atomic_write_text(output / LINEAGE_FILE, json.dumps(lineage, indent=2, default=str))
+    datasets.catalog.execute(
+        "INSERT INTO training_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            run_id,
+            config.kind,
+            manifest.name,
+            manifest.version,
+            data.manifest_sha256,
+            config.model,
+            str(output),
+            json.dumps(config.to_json()),
+            json.dumps(metrics, default=str),
+            lineage["created_at"],
+        ],
+    )
+    return TrainResult(run_id, output, metrics, lineage)
