@@ -345,7 +345,7 @@ def test_train_on_what_the_pipeline_published(
     )
     assert trained.returncode == 0, trained.stderr[-3000:]
     lineage = json.loads(trained.stdout)
-    assert lineage["dataset"]["ref"].startswith(ref.split("@")[0] + "@v")
+    assert lineage["dataset"]["ref"].startswith(ref.split("@", maxsplit=1)[0] + "@v")
     assert lineage["metrics"]["train_loss_after"] < lineage["metrics"]["train_loss_before"]
     shown = ls.ptf("datasets", "show", lineage["dataset"]["ref"], "--json")
     runs = json.loads(shown.stdout)["training_runs"]
