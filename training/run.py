@@ -7,9 +7,11 @@ table gets the same, so ``ptf datasets show NAME@VERSION`` lists what was traine
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -140,11 +142,15 @@ def train(config: TrainConfig, datasets: DatasetStore | None = None, say: Any = 
     trainer = _trainer(config, data, model, tokenizer, output)
 
     metrics: dict[str, Any] = {}
-    if config.eval_loss:
-        metrics.update(_losses(trainer, "before"))
-    started = time.perf_counter()
-    outcome = trainer.train()
-    metrics["train_runtime_s"] = time.perf_counter() - started
+    # the trainer prints its logs; stdout is for results (`ptf train --json`)
+    with contextlib.redirect_stdout(sys.stderr):
+        if config.eval_loss:
+            metrics.update(_losses(trainer, "before"))
+        started = time.perf_counter()
+        outcome = trainer.train()
+        metrics["train_runtime_s"] = time.perf_counter() - started
+        if config.eval_loss:
+            metrics.update(_losses(trainer, "after"))
     metrics["steps"] = int(trainer.state.global_step)
     metrics["steps_per_s"] = (
         metrics["steps"] / metrics["train_runtime_s"] if metrics["train_runtime_s"] else None
@@ -153,8 +159,6 @@ def train(config: TrainConfig, datasets: DatasetStore | None = None, say: Any = 
     tokens = [log.get("num_tokens") for log in trainer.state.log_history if log.get("num_tokens") is not None]
     if tokens:
         metrics["tokens_per_s"] = float(tokens[-1]) / metrics["train_runtime_s"]
-    if config.eval_loss:
-        metrics.update(_losses(trainer, "after"))
     trainer.save_model(str(output))
     tokenizer.save_pretrained(str(output))
 
