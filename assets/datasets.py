@@ -27,6 +27,21 @@ def _verified_check(datasets: DatasetStore, ref: str, asset: str) -> dg.AssetChe
 _CHECKS = ["schema_valid", "unique_ids", "shards_verified", "no_cluster_leak", "chat_template_renders"]
 
 
+def _version_stats(table: pa.Table, splits: dict[str, pa.Table], price_per_mtok: float) -> dict[str, object]:
+    """What the version cost to make (generation tokens of its rows) and how it splits."""
+    provenance = table.column("provenance").to_pylist()
+    prompt = sum(int((p or {}).get("prompt_tokens") or 0) for p in provenance)
+    completion = sum(int((p or {}).get("completion_tokens") or 0) for p in provenance)
+    kinds = table.column("kind").to_pylist()
+    return {
+        "generation_prompt_tokens": prompt,
+        "generation_completion_tokens": completion,
+        "estimated_cost_usd": round((prompt + completion) * price_per_mtok / 1e6, 6),
+        "split_rows": {split: t.num_rows for split, t in splits.items()},
+        "kinds": {k: kinds.count(k) for k in sorted(set(kinds))},
+    }
+
+
 def _leak_check(datasets: DatasetStore, manifest: Manifest, asset: str) -> dg.AssetCheckResult:
     """No dedup cluster on both sides of the train/validation split."""
     splits = {split: datasets.read(manifest.ref, split=split) for split in manifest.splits}
@@ -89,6 +104,7 @@ def _publish(
     result = datasets.publish(
         name,
         splits,
+        stats=_version_stats(assembled.table, splits, config.engines.generator.price_per_mtok),
         kind=kind,
         config_hash=config.config_hash(),
         shard_rows=config.storage.shard_rows,

@@ -129,6 +129,7 @@ def run(
         err.print(f"[red]run {outcome.run_id} failed[/]: " + "; ".join(outcome.errors))
         raise typer.Exit(1)
     if not as_json:
+        _print_summary(outcome)
         for asset, meta in outcome.materializations.items():
             if "version" in meta:
                 state = "published" if meta.get("created") else "unchanged, still"
@@ -137,6 +138,34 @@ def run(
                 )
                 out.print(f"  {meta.get('path')}")
         out.print(f"run {outcome.run_id} succeeded; see it with `ptf ui`")
+
+
+def _print_summary(outcome: Any) -> None:
+    from pipelines.summary import stage_lines
+
+    table = Table("stage", "rows", "tokens", "est. cost $", "wall s", title=f"batch {outcome.batch}")
+    lines = stage_lines(outcome.materializations, outcome.step_seconds)
+    for line in lines:
+        table.add_row(
+            line.asset,
+            "" if line.rows is None else str(line.rows),
+            str(line.tokens) if line.tokens else "",
+            f"{line.cost_usd:.6f}" if line.cost_usd else "",
+            f"{line.seconds:.1f}" if line.seconds is not None else "",
+        )
+    table.add_row(
+        "[bold]total[/]",
+        "",
+        str(sum(x.tokens for x in lines)),
+        f"{sum(x.cost_usd for x in lines):.6f}",
+        f"{outcome.wall_s:.1f}",
+    )
+    out.print(table)
+    if outcome.drops:
+        drops = Table("dropped at: reason", "rows")
+        for reason, count in outcome.drops.items():
+            drops.add_row(reason, str(count))
+        out.print(drops)
 
 
 # ---- datasets -------------------------------------------------------------------------------

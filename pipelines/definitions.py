@@ -15,6 +15,7 @@ from assets.scoring import difficulty_scored, judged_samples, routed_samples
 from assets.seeds import seed_tasks
 from pipelines.jobs import curation_job, factory_job, review_job
 from pipelines.resources import FactoryResource, SampleIOManager
+from pipelines.schedules import new_batches
 from pipelines.sensors import human_labels_sensor
 from pipelines.training_job import train_sft_job
 
@@ -36,6 +37,7 @@ defs = dg.Definitions(
     ],
     jobs=[factory_job, review_job, curation_job, train_sft_job],
     sensors=[human_labels_sensor],
+    schedules=[new_batches],
     resources={
         "factory": FactoryResource(config_path=os.environ.get("PTF_CONFIG", "factory.yaml")),
         "samples_io": SampleIOManager(),

@@ -22,6 +22,8 @@ from pipelines.config import load_config
 from pipelines.jobs import FACTORY_JOB
 from pipelines.partitions import BATCH_PARTITIONS_NAME
 from pipelines.resources import FactoryResource
+from pipelines.summary import drop_reasons
+from storage.assetstore import AssetStore
 from storage.seedstore import SeedStore, batch_name
 
 __all__ = ["RunOutcome", "run_batch"]
@@ -37,6 +39,8 @@ class RunOutcome:
     materializations: dict[str, dict[str, Any]] = field(default_factory=dict)  # asset -> metadata
     step_seconds: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    drops: dict[str, int] = field(default_factory=dict)  # "stage: reason" -> rows dropped
+    wall_s: float = 0.0
 
 
 def metadata_values(event: dg.DagsterEvent) -> dict[str, Any]:
@@ -89,6 +93,7 @@ def run_batch(
         except BaseException as exc:
             holder["error"] = exc
 
+    began = time.monotonic()
     worker = threading.Thread(target=execute, name=f"ptf-run-{batch}", daemon=True)
     started: dict[str, float] = {}
     steps_total = len(list(job.asset_layer.executable_asset_keys)) if job.asset_layer else 1
@@ -116,6 +121,10 @@ def run_batch(
     if "error" in holder:
         raise holder["error"]
     outcome.success = bool(holder["result"].success)
+    outcome.wall_s = time.monotonic() - began
+    store = AssetStore(factory.resolved_home)
+    if store.exists("routed_samples", batch):
+        outcome.drops = dict(drop_reasons(store.read("routed_samples", batch)).most_common())
     return outcome
 
 

@@ -1,5 +1,8 @@
 """``human_labels_sensor``: what experts do in Label Studio flows back without anyone asking.
 
+Each evaluation first pushes routed rows that never reached Label Studio (it was down when their
+batch was routed): the review queue catches up by itself once the server is back.
+
 Each evaluation pulls annotations touched since the ledger's watermark (incremental, page by page,
 each page committed with its watermark), and when the log grew it requests a run that
 materializes ``human_labels`` → ``curated_samples`` → the datasets. The sensor's cursor is the
@@ -10,12 +13,35 @@ from __future__ import annotations
 
 import dagster as dg
 
-from annotators.labelstudio.sync import pull
+from annotators.labelstudio.client import LabelStudioClient
+from annotators.labelstudio.ledger import Ledger
+from annotators.labelstudio.sync import pull, push, review_rows
 from pipelines.jobs import CURATION_JOB
 from pipelines.resources import FactoryResource
 from ptfactory.errors import AnnotationError
+from storage.assetstore import AssetStore
 
 SENSOR_NAME = "human_labels_sensor"
+
+
+def sync_review_queue(factory: FactoryResource, client: LabelStudioClient, ledger: Ledger) -> int:
+    """Push routed rows no push has delivered (Label Studio was down when their batch ran, or the
+    review job was never run); returns how many tasks were created."""
+    store = AssetStore(factory.resolved_home)
+    rows = []
+    for path in store.files("routed_samples"):
+        rows.extend(review_rows(store.read_file(path)))
+    if not rows:
+        return 0
+    result = push(
+        client,
+        ledger,
+        rows,
+        prefix=factory.config.annotation.project_prefix,
+        accept_at=factory.config.routing.accept_at,
+        batch_size=factory.config.annotation.push_batch,
+    )
+    return result.total_created
 
 
 def evaluate(
@@ -28,6 +54,9 @@ def evaluate(
     except AnnotationError as exc:
         return dg.SkipReason(str(exc))
     try:
+        queued = sync_review_queue(factory, client, ledger)
+        if queued:
+            context.log.info(f"pushed {queued} review tasks that were waiting for Label Studio")
         result = pull(client, ledger, prefix=section.project_prefix, page_size=section.pull_page)
     except AnnotationError as exc:
         # what was committed before the server went away stays; the next tick resumes from there

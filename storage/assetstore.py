@@ -46,7 +46,11 @@ class AssetStore:
         return self.store.exists(self.path(asset, partition))
 
     def read(self, asset: str, partition: str | None = None) -> pa.Table:
-        with self.store.open(self.path(asset, partition), "rb") as handle:
+        return self.read_file(self.path(asset, partition))
+
+    def read_file(self, path: str) -> pa.Table:
+        """One file that :meth:`files` listed."""
+        with self.store.open(path, "rb") as handle:
             return pq.read_table(handle)
 
     def assets(self) -> list[str]:

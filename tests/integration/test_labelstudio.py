@@ -350,3 +350,36 @@ def test_train_on_what_the_pipeline_published(
     shown = ls.ptf("datasets", "show", lineage["dataset"]["ref"], "--json")
     runs = json.loads(shown.stdout)["training_runs"]
     assert [r["run_id"] for r in runs] == [lineage["run_id"]]
+
+
+def test_review_queue_catches_up_when_label_studio_is_back(
+    label_studio: LabelStudio, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipelines.resources import FactoryResource
+    from pipelines.sensors import human_labels_sensor
+    from tests.integration.conftest import free_port
+
+    ls = label_studio
+    batch = "review-queued"
+    table = _routed_rows(batch, tag="queued ").slice(0, 5)
+    config = ls.root / "factory.yaml"
+    config.write_text(f"annotation: {{url: 'http://127.0.0.1:{free_port()}', project_prefix: queued}}\n")
+    try:
+        _stage(ls, table, batch, monkeypatch)
+        down = ls.ptf("annotate", "push", "--batch", batch)
+        assert down.returncode == 1 and "did not answer" in down.stderr, down.stderr[-2000:]
+        instance = dg.DagsterInstance.get()
+        factory = FactoryResource(config_path=str(config))
+        with dg.build_sensor_context(instance=instance, resources={"factory": factory}) as context:
+            skipped = human_labels_sensor(context)
+        assert isinstance(skipped, dg.SkipReason) and "did not answer" in str(skipped.skip_message)
+
+        config.write_text(f"annotation: {{port: {ls.port}, project_prefix: queued}}\n")  # it is back
+        factory = FactoryResource(config_path=str(config))
+        with dg.build_sensor_context(instance=instance, resources={"factory": factory}) as context:
+            human_labels_sensor(context)
+        client = LabelStudioClient(ls.url, ls.admin_token())
+        project = client.find_project("queued", "sft")
+        assert project is not None and client.task_count(project) == 5
+    finally:
+        config.write_text(f"annotation: {{port: {ls.port}, pull_page: 10}}\n")

@@ -1,0 +1,45 @@
+"""``new_batches``: every hour, each new seed file dropped in ``<project>/seeds/inbox/`` becomes a
+batch and a factory run. Off by default: turn it on in the UI (Automation) when wanted."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from generators.seeds import read_seeds
+from pipelines.jobs import FACTORY_JOB
+from pipelines.partitions import BATCH_PARTITIONS_NAME
+from pipelines.resources import FactoryResource
+from ptfactory.errors import SeedError
+from ptfactory.home import project_root
+from storage.seedstore import SeedStore, batch_name
+
+INBOX = "seeds/inbox"
+
+
+@dg.schedule(
+    name="new_batches",
+    cron_schedule="0 * * * *",
+    job_name=FACTORY_JOB,
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description=f"Each new .jsonl/.parquet in {INBOX}/ becomes a batch and a factory run (off by default).",
+)
+def new_batches(
+    context: dg.ScheduleEvaluationContext, factory: FactoryResource
+) -> dg.SkipReason | list[dg.RunRequest]:
+    inbox = project_root() / INBOX
+    files = sorted(p for p in inbox.glob("*") if p.suffix in (".jsonl", ".parquet") and p.is_file())
+    requests = []
+    known = set(context.instance.get_dynamic_partitions(BATCH_PARTITIONS_NAME))
+    for file in files:
+        batch = batch_name([file], file)
+        if batch in known:
+            continue
+        try:
+            read_seeds(file, factory.config.seeds.max_field_chars)
+        except SeedError as exc:  # a bad file waits, named in the tick's log, until it is fixed
+            context.log.warning(str(exc))
+            continue
+        SeedStore(factory.resolved_home).stage([file], batch)
+        context.instance.add_dynamic_partitions(BATCH_PARTITIONS_NAME, [batch])
+        requests.append(dg.RunRequest(run_key=batch, partition_key=batch, tags={"ptf/batch": batch}))
+    return requests or dg.SkipReason(f"no new seed files in {inbox}")
