@@ -30,7 +30,12 @@ def render_lineage(story: dict[str, Any], console: Console) -> None:
         console.print("[bold]provenance[/] " + json.dumps(shown, ensure_ascii=False))
     scores = record.get("scores") or {}
     for key, value in scores.items():
-        if value not in (None, [], {}):
+        if key == "judges" and value:
+            for vote in value:
+                score = "unparsed" if vote.get("score") is None else f"{vote['score']:g}/10"
+                why = _clip(vote.get("rationale") or vote.get("raw"), 80)
+                console.print(f"[bold]judge {vote['judge']}[/] ({vote.get('model')}): {score} {why}")
+        elif value not in (None, [], {}):
             console.print(f"[bold]score {key}[/] " + _clip(json.dumps(value, ensure_ascii=False), 200))
     if record.get("annotation"):
         console.print("[bold]human label[/] " + json.dumps(record["annotation"], ensure_ascii=False))

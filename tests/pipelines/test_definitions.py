@@ -6,7 +6,8 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 
-from assets.datasets import sft_dataset
+from assets.annotation import curated_samples, human_labels
+from assets.datasets import preference_dataset, sft_dataset
 from assets.dedup import deduplicated_samples
 from assets.execution import execution_validated
 from assets.generation import candidate_instructions, candidate_responses
@@ -43,7 +44,10 @@ GRAPH = [
     difficulty_scored,
     judged_samples,
     routed_samples,
+    human_labels,
+    curated_samples,
     sft_dataset,
+    preference_dataset,
 ]
 
 
