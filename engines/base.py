@@ -63,6 +63,18 @@ class Completion:
     def from_dict(cls, data: dict[str, Any]) -> Completion:
         return cls(**data)
 
+    @property
+    def failed(self) -> bool:
+        return self.finish_reason.startswith(FAILED)
+
+
+FAILED = "error: "
+
+
+def failed_completion(message: str) -> Completion:
+    """What a request that failed after its retries answers: no text, and why, in finish_reason."""
+    return Completion(text="", prompt_tokens=0, completion_tokens=0, finish_reason=FAILED + message)
+
 
 @dataclass
 class TokenLogprobs:
@@ -83,6 +95,7 @@ class EngineStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    failed: int = 0  # requests that failed after their retries (recorded per sample, not cached)
 
     @property
     def hit_rate(self) -> float:
@@ -136,6 +149,9 @@ class Engine(ABC):
             stored = {}
             for (key, _), completions in zip(chunk, answers, strict=True):
                 results[key] = completions
+                if any(c.failed for c in completions):
+                    self.stats.failed += 1
+                    continue  # not cached: a rerun tries it again
                 stored[key] = [asdict(c) for c in completions]
                 self.stats.prompt_tokens += completions[0].prompt_tokens if completions else 0
                 self.stats.completion_tokens += sum(c.completion_tokens for c in completions)

@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
-from engines.base import Completion, Conversation, Engine, SamplingParams, TokenLogprobs
-from ptfactory.errors import EngineError
+from engines.base import Completion, Conversation, Engine, SamplingParams, TokenLogprobs, failed_completion
+from ptfactory.errors import EngineError, EngineRequestError
 
 __all__ = ["OpenAIEngine"]
 
@@ -69,7 +69,7 @@ class OpenAIEngine(Engine):
                     raise EngineError(f"{url} refused the request: {last}")
             if attempt < self.max_retries:
                 await asyncio.sleep(self.backoff_s * (2**attempt) * (0.5 + random.random()))
-        raise EngineError(f"{url} failed after {self.max_retries + 1} attempts: {last}")
+        raise EngineRequestError(f"{url} failed after {self.max_retries + 1} attempts: {last}")
 
     def _body(
         self, conversation: Conversation, params: SamplingParams, n: int, seed: int | None
@@ -138,9 +138,19 @@ class OpenAIEngine(Engine):
     ) -> list[list[Completion]]:
         gate = asyncio.Semaphore(self.max_concurrency)
         async with httpx.AsyncClient(timeout=self.timeout_s) as client:
-            return list(
-                await asyncio.gather(*(self._one_chat(client, gate, c, params) for c in conversations))
+            results = await asyncio.gather(
+                *(self._one_chat(client, gate, c, params) for c in conversations), return_exceptions=True
             )
+        out: list[list[Completion]] = []
+        for result in results:
+            if isinstance(result, EngineRequestError):
+                # this conversation failed after its retries; the others stand (and are cached)
+                out.append([failed_completion(str(result))])
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                out.append(result)
+        return out
 
     def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
         return asyncio.run(self._chat_all(conversations, params))

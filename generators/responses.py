@@ -86,7 +86,7 @@ def generate_responses(
                 prov=prov,
                 stage=STAGE,
                 verdict="drop" if empty else "keep",
-                reason="empty_response" if empty else "sampled",
+                reason="engine_error" if completion.failed else "empty_response" if empty else "sampled",
                 detail=f"sample {index + 1}/{len(completions)}; finish={completion.finish_reason}",
                 tests=row["tests"],
                 entry_point=row["entry_point"],

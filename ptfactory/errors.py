@@ -11,6 +11,7 @@
     ├── ShardIntegrityError      a shard whose sha256/size differs from its manifest, or is missing
     ├── PublishError             a version could not be published
     ├── EngineError              an LLM backend failed or is not installed
+    │   └── EngineRequestError   one request failed after its retries (recorded per sample)
     ├── SandboxError             the code sandbox could not run a job (not: the job failed)
     └── AnnotationError          Label Studio could not be reached or answered nonsense
 
@@ -24,6 +25,7 @@ __all__ = [
     "ConfigError",
     "DatasetRefError",
     "EngineError",
+    "EngineRequestError",
     "FactoryError",
     "PublishError",
     "SandboxError",
@@ -72,6 +74,10 @@ class PublishError(FactoryError):
 
 class EngineError(FactoryError):
     """An LLM engine failed, timed out, or is not installed."""
+
+
+class EngineRequestError(EngineError):
+    """One request kept failing (5xx, 429, timeouts) after its retries: the sample records it."""
 
 
 class SandboxError(FactoryError):

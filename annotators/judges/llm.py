@@ -85,6 +85,8 @@ class LLMJudge(Judge):
             self.stats.prompt_tokens += reply.prompt_tokens
             self.stats.completion_tokens += reply.completion_tokens
             score, verdict, rationale, failure = parse_vote(reply.text)
+            if reply.failed:  # the request failed after its retries: recorded, not fatal
+                failure = reply.finish_reason
             if failure:
                 votes.append(
                     Vote(self.name, self.model, None, "unparsed", failure, reply.text[:2000], parsed=False)
