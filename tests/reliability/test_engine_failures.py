@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from typing import ClassVar
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pyarrow as pa
@@ -21,7 +22,7 @@ from storage.schema import from_records, sample_id
 
 
 class _Server(BaseHTTPRequestHandler):
-    calls: dict[str, int] = {}
+    calls: ClassVar[dict[str, int]] = {}
 
     def log_message(self, *args: object) -> None:
         pass
