@@ -103,7 +103,7 @@ def _publish(
     splits = split_table(assembled.table, config.datasets.validation_fraction)
     result = datasets.publish(
         name,
-        splits,
+        splits if len(splits) > 1 else splits["train"],  # one split: plain part-*.parquet shards
         stats=_version_stats(assembled.table, splits, config.engines.generator.price_per_mtok),
         kind=kind,
         config_hash=config.config_hash(),
