@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from annotators.labelstudio.results import Label, combine, parse_result
+from annotators.pairs import auto_pairs
 from storage.schema import SAMPLE_SCHEMA, conform, sample_id
 
 __all__ = ["Curated", "LabelState", "curate", "replay"]
@@ -98,7 +99,9 @@ def _awaiting(trail: list[dict[str, Any]]) -> bool:
     return bool(stages) and stages[-1]["stage"] == "route" and stages[-1]["verdict"] == "route"
 
 
-def curate(routed: pa.Table, events: pa.Table, accept_at: float = 7.0) -> Curated:
+def curate(
+    routed: pa.Table, events: pa.Table, accept_at: float = 7.0, pair_margin: float | None = 2.0
+) -> Curated:
     state = replay(events)
     decided = state.decided()
     out_rows: list[dict[str, Any]] = []
@@ -159,6 +162,13 @@ def curate(routed: pa.Table, events: pa.Table, accept_at: float = 7.0) -> Curate
             row["annotation"] = _annotation(label, evs, original)
         row["decisions"] = trail
         out_rows.append(row)
+    if pair_margin is not None:
+        present = {r["sample_id"] for r in out_rows}
+        for pair in auto_pairs(out_rows, pair_margin):
+            if pair["sample_id"] not in present:
+                present.add(pair["sample_id"])
+                out_rows.append(pair)
+                counts[f"pair: {pair['decisions'][-1]['reason']}"] += 1
     table = pa.Table.from_pylist(out_rows, schema=SAMPLE_SCHEMA) if out_rows else conform(routed)
     result = Curated(table, counts)
     _agreement(result, state, routed, accept_at)

@@ -86,7 +86,10 @@ def curated_samples(factory: FactoryResource, routed_samples: pa.Table) -> dg.Ma
     """Routed samples with the experts' decisions folded in: accepted in, rejected out, corrected
     responses in place (the original kept in the trail) plus a (corrected, original) preference
     pair, A/B choices as chosen/rejected. Rows not yet labeled keep waiting."""
-    curated = curate(routed_samples, factory.label_ledger().events(), factory.config.routing.accept_at)
+    config = factory.config
+    curated = curate(
+        routed_samples, factory.label_ledger().events(), config.routing.accept_at, config.datasets.pair_margin
+    )
     table = curated.table
     metadata = {
         "dagster/row_count": dg.MetadataValue.int(table.num_rows),

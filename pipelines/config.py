@@ -42,6 +42,9 @@ class StorageConfig(_Section):
 class DatasetsConfig(_Section):
     sft: str = Field("sft", description="name of the SFT dataset")
     preference: str = Field("preference", description="name of the preference (DPO) dataset")
+    pair_margin: float = Field(
+        2.0, gt=0, le=9, description="judge-mean gap that makes an automatic preference pair"
+    )
     validation_fraction: float = Field(
         0.1, ge=0, lt=1, description="share of dedup clusters held out as the validation split"
     )

@@ -120,3 +120,40 @@ def test_to_task_prefills_judge_votes_and_shows_them() -> None:
     assert "j (m): 9/10" in task["data"]["judges"]
     assert task["predictions"][0]["result"][0]["value"] == {"choices": ["accept"]}
     assert task["predictions"][0]["model_version"] == "j"
+
+
+def _answer(prompt: str, answer: str, kind: str = "sft", **scores: object) -> dict[str, object]:
+    messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
+    return {
+        "sample_id": answer,
+        "batch": "b1",
+        "kind": kind,
+        "messages": messages,
+        "scores": scores,
+        "provenance": {"method": "response"},
+        "decisions": [{"stage": "generate", "verdict": "keep", "reason": "sampled", "detail": None}],
+    }
+
+
+def test_auto_pairs_from_execution_and_judge_margins() -> None:
+    from annotators.pairs import auto_pairs
+
+    failed = _answer("def f", "bad code", "code", execution={"status": "failed"})
+    failed["decisions"].append(
+        {"stage": "execute", "verdict": "drop", "reason": "tests_failed", "detail": None}
+    )
+    rows = [
+        _answer("def f", "good code", "code", execution={"status": "passed"}),
+        failed,
+        _answer("q1", "great", judge_mean=9.0),
+        _answer("q1", "poor", judge_mean=3.0),
+        _answer("q2", "fine", judge_mean=6.0),
+        _answer("q2", "also fine", judge_mean=5.0),  # within the margin: no pair
+    ]
+    pairs = {p["decisions"][0]["reason"]: p for p in auto_pairs(rows, margin=2.0)}
+    assert set(pairs) == {"execution_pass_vs_fail", "judge_margin"}
+    code = pairs["execution_pass_vs_fail"]
+    assert (code["chosen"][0]["content"], code["rejected"][0]["content"]) == ("good code", "bad code")
+    assert code["messages"] == [{"role": "user", "content": "def f"}]
+    judged = pairs["judge_margin"]
+    assert (judged["chosen"][0]["content"], judged["rejected"][0]["content"]) == ("great", "poor")
