@@ -61,7 +61,10 @@ demo: setup system labelstudio
 	$(VENV)/bin/ptf pull sft@latest --to .ptf/pulled/sft-latest
 	$(VENV)/bin/ptf annotate up
 	$(VENV)/bin/ptf annotate push
-	@echo "published: $$($(VENV)/bin/ptf datasets list --json | $(PY) -c 'import json,sys; r=json.load(sys.stdin); print(r[-1]["path"] if r else "nothing")')"
+	scripts/demo-ui.sh
+	$(VENV)/bin/ptf datasets list
+	@echo "published: $$($(VENV)/bin/ptf datasets list --json | $(PY) -c 'import json,sys; r=json.load(sys.stdin); print(", ".join(d["path"] for d in r) or "nothing")')"
+	@echo "Label Studio: http://127.0.0.1:8080  (login and password: .ptf/annotation/credentials.json)"
 
 lint: setup
 	$(VENV)/bin/ruff check .
