@@ -57,7 +57,7 @@ system: setup
 	scripts/setup-system.sh
 
 demo: setup system labelstudio
-	$(VENV)/bin/ptf run --seeds demo/seeds
+	$(VENV)/bin/ptf run --seeds demo/seeds --config demo/factory.yaml
 	$(VENV)/bin/ptf pull sft@latest --to .ptf/pulled/sft-latest
 	$(VENV)/bin/ptf annotate up
 	$(VENV)/bin/ptf annotate push
