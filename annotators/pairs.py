@@ -71,7 +71,11 @@ def auto_pairs(rows: list[dict[str, Any]], margin: float = 2.0) -> list[dict[str
             len(messages) >= 2 and messages[-1]["role"] == "assistant" and messages[-1]["content"].strip()
         )
         if row["kind"] in ("sft", "code") and answered and not _unusable(row):
-            groups[json.dumps([row["batch"], messages[:-1]], sort_keys=True)].append(row)
+            # answers to one instruction share its id as parent (a code prompt is templated, so the
+            # reference and a sampled answer can differ in the user turn)
+            parent = (row.get("provenance") or {}).get("parent_id")
+            key = [row["batch"], row["kind"], parent] if parent else [row["batch"], messages[:-1]]
+            groups[json.dumps(key, sort_keys=True)].append(row)
     pairs = []
     for group in groups.values():
         if len(group) < 2:

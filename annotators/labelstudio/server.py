@@ -244,12 +244,10 @@ class LabelStudioServer:
             self.host,
             "--port",
             str(self.port),
-            "--username",
-            creds.username,
-            "--password",
-            creds.password,
-            "--user-token",
-            creds.token,
+            # `--opt=value`: a generated password may start with "-", which argparse reads as an option
+            f"--username={creds.username}",
+            f"--password={creds.password}",
+            f"--user-token={creds.token}",
         ]
         with self.log_file.open("ab") as log:
             process = subprocess.Popen(
