@@ -31,7 +31,9 @@ def test_run_publishes_pulls_and_explains(
 
     pulled = _ok(ptf("pull", "sft@latest", "--to", str(tmp_path / "pulled")))
     assert "verified" in pulled.stdout
-    assert (tmp_path / "pulled" / "part-00000.parquet").exists()
+    shards = sorted(p.name for p in (tmp_path / "pulled").glob("*.parquet"))
+    manifest = json.loads((project / ".ptf/datasets/sft/v1/manifest.json").read_text())
+    assert shards == sorted(s["file"] for s in manifest["shards"]) and shards
 
     _ok(ptf("datasets", "tag", "sft@v1", "stable"))
     shown = json.loads(_ok(ptf("datasets", "show", "sft@stable", "--json")).stdout)
@@ -39,7 +41,7 @@ def test_run_publishes_pulls_and_explains(
 
     import pyarrow.parquet as pq
 
-    published = pq.read_table(tmp_path / "pulled" / "part-00000.parquet").to_pylist()
+    published = [r for name in shards for r in pq.read_table(tmp_path / "pulled" / name).to_pylist()]
     sid = next(r["sample_id"] for r in published if r["provenance"]["method"] == "reference")
     story = json.loads(_ok(ptf("lineage", sid[:10], "--json")).stdout)
     assert story["sample_id"] == sid
@@ -134,11 +136,11 @@ def test_pull_of_corrupt_version_exits_nonzero_naming_the_shard(
     ptf: Ptf, project: Path, seeds_file: Path, tmp_path: Path
 ) -> None:
     _ok(ptf("run", "--seeds", str(seeds_file)))
-    shard = project / ".ptf/datasets/sft/v1/part-00000.parquet"
+    shard = sorted((project / ".ptf/datasets/sft/v1").glob("*.parquet"))[0]
     shard.write_bytes(shard.read_bytes()[:-10] + b"0123456789")
     result = ptf("pull", "sft@v1", "--to", str(tmp_path / "out"))
     assert result.returncode == 1
-    assert "part-00000.parquet is corrupt" in result.stderr
+    assert f"{shard.name} is corrupt" in result.stderr
     missing = ptf("pull", "sft@v4", "--to", str(tmp_path / "out"))
     assert missing.returncode == 2 and "has no version v4" in missing.stderr
 
