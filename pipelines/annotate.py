@@ -14,6 +14,7 @@ from pipelines.jobs import CURATION_JOB, REVIEW_JOB
 from pipelines.partitions import BATCH_PARTITIONS_NAME
 from pipelines.resources import FactoryResource
 from pipelines.runner import metadata_values
+from ptfactory import errors
 from ptfactory.errors import FactoryError, UserInputError
 
 __all__ = ["JobOutcome", "pull_and_curate", "push_batches"]
@@ -37,14 +38,21 @@ def _metadata(result: dg.ExecuteInProcessResult, suffix: str = "") -> dict[str, 
 
 
 def _failed(result: dg.ExecuteInProcessResult) -> str:
-    messages = [
-        str(event.step_failure_data.error.message).strip()
-        if event.step_failure_data and event.step_failure_data.error
-        else ""
-        for event in result.all_events
-        if event.is_step_failure
-    ]
-    return "; ".join(m.splitlines()[-1] if m else "step failed" for m in messages) or "run failed"
+    """The innermost cause of each failed step: the sentence meant for the user."""
+    messages = []
+    for event in result.all_events:
+        if not event.is_step_failure or event.step_failure_data is None:
+            continue
+        chain = []
+        error = event.step_failure_data.error
+        while error is not None:
+            chain.append(error)
+            error = error.cause
+        # our own errors are written for the user; below them sit the library's (httpx, ...)
+        ours = [e for e in chain if e.cls_name in errors.__all__]
+        chosen = ours[-1] if ours else (chain[-1] if chain else None)
+        messages.append(chosen.message.strip() if chosen else "step failed")
+    return "; ".join(messages) or "run failed"
 
 
 def push_batches(config_path: Path, batches: list[str] | None = None) -> JobOutcome:
