@@ -10,10 +10,28 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import PTF, REPO
+
+# Debian's chromium, headless, as root, on a closed network (RESOURCES.md): no background traffic
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = REPO / ".ptf" / "test-artifacts"  # screenshots the browser tests keep
+
+
+def launch_chromium(playwright: Any) -> Any:
+    return playwright.chromium.launch(
+        executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=CHROMIUM_ARGS
+    )
 
 
 def free_port() -> int:

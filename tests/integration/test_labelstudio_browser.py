@@ -6,7 +6,6 @@ The screenshots are kept under .ptf/test-artifacts/ (labelstudio-task.png, label
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import time
 
@@ -14,14 +13,11 @@ import httpx
 import pytest
 
 from storage.assetstore import AssetStore
-from tests.conftest import REPO
-from tests.integration.conftest import LabelStudio
+from tests.integration.conftest import ARTIFACTS, LabelStudio, launch_chromium
 from tests.integration.test_labelstudio import _routed_rows, _stage
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = REPO / ".ptf" / "test-artifacts"
 BATCH = "review-browser"
 
 
@@ -46,17 +42,7 @@ def test_annotator_labels_in_browser(label_studio: LabelStudio, monkeypatch: pyt
 
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM,
-                args=[
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    "--no-first-run",
-                ],
-            )
+            browser = launch_chromium(playwright)
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 page.goto(f"{ls.url}/user/login/")

@@ -3,7 +3,6 @@
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -14,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+from tests.integration.conftest import ARTIFACTS, launch_chromium
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / ".ptf" / "test-artifacts"
+pytestmark = pytest.mark.integration
 
 
 def _free_port() -> int:
@@ -105,17 +104,7 @@ def _asset_graph_in_chromium(port: int, assets: list[str]) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     labels: list[str] = []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=shutil.which("chromium") or "/usr/bin/chromium",
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+        browser = launch_chromium(playwright)
         try:
             page = browser.new_page(viewport={"width": 2400, "height": 1400})
             # routed_samples' neighbours reach every stage but human_labels, whose own view adds it
