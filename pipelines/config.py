@@ -158,7 +158,6 @@ class AnnotationSection(_Section):
     project_prefix: str = Field("ptf review", min_length=1, description="project title: '<prefix>: <queue>'")
     push_batch: int = Field(200, gt=0, description="tasks per import request")
     pull_page: int = Field(100, gt=0, le=1000, description="tasks per page when pulling annotations")
-    sensor_interval_s: int = Field(30, ge=5, description="how often the sensor polls for new labels")
 
 
 class FactoryConfig(_Section):

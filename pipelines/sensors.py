@@ -1,10 +1,9 @@
 """``human_labels_sensor``: what experts do in Label Studio flows back without anyone asking.
 
-Each evaluation first pushes routed rows that never reached Label Studio (it was down when their
-batch was routed): the review queue catches up by itself once the server is back.
-
-Each evaluation pulls annotations touched since the ledger's watermark (incremental, page by page,
-each page committed with its watermark), and when the log grew it requests a run that
+Every 30 s an evaluation first pushes routed rows that never reached Label Studio (it was down when
+their batch was routed), so the review queue catches up by itself once the server is back; then it
+pulls annotations touched since the ledger's watermark (incremental, page by page, each page
+committed with its watermark), and when the log grew it requests a run that
 materializes ``human_labels`` → ``curated_samples`` → the datasets. The sensor's cursor is the
 log's last sequence number, so a restarted daemon neither misses nor repeats a run.
 """
