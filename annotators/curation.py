@@ -20,8 +20,8 @@ import numpy as np
 import pyarrow as pa
 
 from annotators.labelstudio.results import Label, combine, parse_result
-from annotators.pairs import auto_pairs
-from storage.schema import SAMPLE_SCHEMA, conform, sample_id
+from annotators.pairs import auto_pairs, preference_row
+from storage.schema import SAMPLE_SCHEMA, conform
 
 __all__ = ["Curated", "LabelState", "curate", "replay"]
 
@@ -179,32 +179,18 @@ def _pair_row(
     row: dict[str, Any], corrected: list[dict[str, str]], original: str, trail: list[dict[str, Any]], who: str
 ) -> dict[str, Any]:
     """The corrected response preferred over the original: a DPO pair the expert wrote."""
-    prompt = corrected[:-1]
-    chosen = [corrected[-1]]
-    rejected = [{"role": "assistant", "content": original}]
-    pair = dict(row)
-    pair.update(
-        kind="preference",
-        messages=prompt,
-        chosen=chosen,
-        rejected=rejected,
-        sample_id=sample_id("preference", prompt, chosen=chosen, rejected=rejected),
-        decisions=[
-            *trail[:-1],
-            {
-                "stage": STAGE,
-                "verdict": "accept",
-                "reason": "human_correction_pair",
-                "detail": f"from {row['sample_id']} by {who}",
-            },
-        ],
-        tests=None,
-        entry_point=None,
+    decision = {
+        "stage": STAGE,
+        "verdict": "accept",
+        "reason": "human_correction_pair",
+        "detail": f"from {row['sample_id']} by {who}",
+    }
+    return preference_row(
+        {**row, "messages": corrected},
+        [corrected[-1]],
+        [{"role": "assistant", "content": original}],
+        [*trail[:-1], decision],
     )
-    provenance = dict(row.get("provenance") or {})
-    provenance["parent_id"] = row["sample_id"]
-    pair["provenance"] = provenance
-    return pair
 
 
 def _agreement(result: Curated, state: LabelState, routed: pa.Table, accept_at: float) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from storage.schema import sample_id
 
-__all__ = ["auto_pairs"]
+__all__ = ["auto_pairs", "preference_row"]
 
 _FAILED = ("failed", "timeout", "oom", "output_limit")
 _UNUSABLE = (
@@ -30,35 +30,43 @@ def _unusable(row: dict[str, Any]) -> bool:
     return any(d["reason"] in _UNUSABLE for d in row["decisions"] or [])
 
 
-def _pair(chosen: dict[str, Any], rejected: dict[str, Any], reason: str, detail: str) -> dict[str, Any]:
-    prompt = chosen["messages"][:-1]
-    good, bad = chosen["messages"][-1:], rejected["messages"][-1:]
-    pair = dict(chosen)
+def preference_row(
+    source: dict[str, Any],
+    chosen: list[dict[str, str]],
+    rejected: list[dict[str, str]],
+    decisions: list[dict[str, Any]],
+    method: str | None = None,
+) -> dict[str, Any]:
+    """A preference row over ``source``'s prompt (all turns but its last); ``source`` is its parent."""
+    prompt = source["messages"][:-1]
+    provenance = {**(source.get("provenance") or {}), "parent_id": source["sample_id"]}
+    if method:
+        provenance["method"] = method
+    pair = dict(source)
     pair.update(
         kind="preference",
         messages=prompt,
-        chosen=good,
-        rejected=bad,
-        sample_id=sample_id("preference", prompt, chosen=good, rejected=bad),
+        chosen=chosen,
+        rejected=rejected,
+        sample_id=sample_id("preference", prompt, chosen=chosen, rejected=rejected),
         tests=None,
         entry_point=None,
-        annotation=None,
-        decisions=[
-            {
-                "stage": "pair",
-                "verdict": "keep",
-                "reason": reason,
-                "detail": json.dumps(
-                    {"chosen": chosen["sample_id"], "rejected": rejected["sample_id"], "why": detail}
-                ),
-            }
-        ],
-        provenance={
-            **(chosen.get("provenance") or {}),
-            "parent_id": chosen["sample_id"],
-            "method": "auto_pair",
-        },
+        decisions=decisions,
+        provenance=provenance,
     )
+    return pair
+
+
+def _pair(chosen: dict[str, Any], rejected: dict[str, Any], reason: str, detail: str) -> dict[str, Any]:
+    why = json.dumps({"chosen": chosen["sample_id"], "rejected": rejected["sample_id"], "why": detail})
+    pair = preference_row(
+        chosen,
+        chosen["messages"][-1:],
+        rejected["messages"][-1:],
+        [{"stage": "pair", "verdict": "keep", "reason": reason, "detail": why}],
+        method="auto_pair",
+    )
+    pair["annotation"] = None
     return pair
 
 
