@@ -5,7 +5,8 @@ swap capped together, a pids cap, a CPU quota, uid nobody, every capability drop
 ``no-new-privileges``, and an environment of three variables (never the host's). A job gets a
 fresh directory in a warm container, runs under an in-container ``timeout -s KILL`` with an
 outer watchdog, and is cleaned up after (every process it left is killed, its directory
-removed). A container is recycled after ``jobs_per_container`` jobs or after any violation
+removed). Jobs reach a container through one long-lived runner (:mod:`filters.execution.runner`)
+over the attached stdin/stdout of a single ``docker exec``, not one exec per job. A container is recycled after ``jobs_per_container`` jobs or after any violation
 (timeout, OOM, output flood, sandbox error).
 """
 
@@ -31,26 +32,11 @@ __all__ = ["DockerSandbox", "docker_client"]
 
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "PYTHONDONTWRITEBYTECODE": "1"}
 _NOBODY = "65534:65534"
-_CHUNK = 100_000  # argv strings above 128 KiB are refused by execve
-_WATCHDOG_GRACE_S = 5.0
-# Writes the job's files into a fresh directory, then becomes the job's command; a plain
-# `python3 FILE` runs in this interpreter (runpy) instead of starting a second one.
-_BOOT = (
-    "import base64,json,os,runpy,sys\n"
-    "d=sys.argv[1];n=int(sys.argv[2]);os.mkdir(d,0o700);os.chdir(d)\n"
-    "for k,v in json.loads(base64.b64decode(''.join(sys.argv[3:3+n]))).items():\n"
-    " open(k,'wb').write(base64.b64decode(v))\n"
-    "c=sys.argv[3+n:]\n"
-    "if len(c)==2 and c[0]=='python3':\n"
-    " sys.argv=[c[1]];sys.path.insert(0,d)\n"
-    " runpy.run_path(c[1],run_name='__main__')\n"
-    "else:\n"
-    " os.execvp(c[0],c)\n"
-)
-# Runs the job, then kills whatever it left running (PID 1 is immune) and removes its directory,
-# in the same exec: one round trip to the engine per job. If the job kills this wrapper too
-# (`kill -9 -1`), the sandbox notices (exit 137) and cleans up with a second exec.
-_WRAP = 'timeout -s KILL "$0" "$@"; rc=$?; kill -9 -1 2>/dev/null; rm -rf "$JOB_DIR"; exit $rc'
+_WATCHDOG_GRACE_S = 5.0  # past the runner's own deadline (timeout + 2 s)
+_START_S = 30.0  # for a fresh container's runner to say it is ready
+# The runner's source travels base64-encoded in argv, so a job listing /proc sees no code.
+_RUNNER = base64.b64encode((Path(__file__).parent / "runner.py").read_bytes()).decode()
+_LOADER = "import base64,sys;exec(compile(base64.b64decode(sys.argv[1]),'ptf-runner','exec'))"
 
 
 def docker_client() -> Any:
@@ -68,10 +54,13 @@ def docker_client() -> Any:
 
 
 class _Slot:
-    """One warm container and how many jobs it has served."""
+    """One warm container, the runner inside it, and how many jobs it has served."""
 
-    def __init__(self, container: Any) -> None:
+    def __init__(self, container: Any, channel: Any) -> None:
         self.container = container
+        self.channel = channel  # the runner's stdin (to write) and multiplexed stdout/stderr
+        self.buffer = bytearray()
+        self.stderr = bytearray()
         self.jobs = 0
         self.discarded = False
         self.cgroup = Path(f"/sys/fs/cgroup/memory/docker/{container.id}/memory.oom_control")
@@ -86,6 +75,31 @@ class _Slot:
             if line.startswith("oom_kill "):
                 return int(line.split()[1])
         return -1
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        self.channel._sock.sendall(json.dumps(message).encode() + b"\n")
+
+    def receive(self) -> dict[str, Any] | None:
+        """The runner's next answer, or None when its stream ended (it or its container died)."""
+        from docker.utils.socket import next_frame_header, read_exactly
+
+        while b"\n" not in self.buffer:
+            try:
+                stream, size = next_frame_header(self.channel)
+                if size < 0:
+                    return None
+                data = read_exactly(self.channel, size)
+            except Exception:  # a socket closed under us by the watchdog, or a dead daemon
+                return None
+            if stream == 2:
+                self.stderr += data
+                del self.stderr[:-4000]
+            else:
+                self.buffer += data
+        line, _, rest = bytes(self.buffer).partition(b"\n")
+        self.buffer = bytearray(rest)
+        answer: dict[str, Any] = json.loads(line)
+        return answer
 
 
 class DockerSandbox(Sandbox):
@@ -139,10 +153,41 @@ class DockerSandbox(Sandbox):
             ipc_mode="none",
             labels={"ptf.sandbox": self.session},
             working_dir="/work",
+            # a job can write to PID 1's stdout; with no log driver that fills no file on the host
+            log_config={"type": "none", "config": {}},
         )
         with self._lock:
             self._created += 1
-        return _Slot(container)
+        try:
+            slot = _Slot(container, self._start_runner(container))
+            timer = threading.Timer(_START_S, lambda: self._discard(slot))
+            timer.start()
+            try:
+                ready = slot.receive()
+            finally:
+                timer.cancel()
+            if not ready or not ready.get("ready"):
+                raise SandboxError(
+                    f"the sandbox runner did not start: {slot.stderr.decode(errors='replace')}"
+                )
+        except Exception:
+            self._discard(_Slot(container, None))
+            raise
+        return slot
+
+    def _start_runner(self, container: Any) -> Any:
+        api = self.client.api
+        exec_id = api.exec_create(
+            container.id,
+            ["python3", "-c", _LOADER, _RUNNER],
+            stdin=True,
+            user=_NOBODY,
+            workdir="/",
+            environment=_ENV,
+        )["Id"]
+        channel = api.exec_start(exec_id, socket=True)
+        channel._sock.settimeout(None)  # the watchdog bounds every wait instead
+        return channel
 
     def _acquire(self) -> _Slot:
         if self._closed:
@@ -156,7 +201,7 @@ class DockerSandbox(Sandbox):
 
     def _release(self, slot: _Slot, recycle: bool) -> None:
         slot.jobs += 1
-        if recycle or slot.jobs >= self.jobs_per_container or self._closed:
+        if recycle or slot.discarded or slot.jobs >= self.jobs_per_container or self._closed:
             self._discard(slot)
             if not self._closed:
                 try:
@@ -175,6 +220,9 @@ class DockerSandbox(Sandbox):
             self._created -= 1
         with contextlib.suppress(Exception):  # already gone is fine
             slot.container.remove(force=True)
+        if slot.channel is not None:
+            with contextlib.suppress(Exception):
+                slot.channel.close()
 
     def close(self) -> None:
         self._closed = True
@@ -209,101 +257,69 @@ class DockerSandbox(Sandbox):
     def _run_in(
         self, slot: _Slot, files: Mapping[str, str | bytes], command: Sequence[str], limits: Limits
     ) -> ExecResult:
-        api = self.client.api
-        job_dir = f"/work/j{uuid.uuid4().hex[:16]}"
-        encoded = {
-            name: base64.b64encode(c.encode() if isinstance(c, str) else c).decode()
-            for name, c in files.items()
-        }
-        payload = base64.b64encode(json.dumps(encoded).encode()).decode()
-        chunks = [payload[i : i + _CHUNK] for i in range(0, len(payload), _CHUNK)] or [""]
-        argv = [
-            "sh",
-            "-c",
-            _WRAP,
-            f"{limits.timeout_s:g}",
-            "python3",
-            "-c",
-            _BOOT,
-            job_dir,
-            str(len(chunks)),
-            *chunks,
-            *command,
-        ]
+        job_id = uuid.uuid4().hex
+        job_dir = f"/work/j{job_id[:16]}"
         oom_before = slot.oom_kills()
-        exec_id = api.exec_create(
-            slot.container.id, argv, user=_NOBODY, workdir="/work", environment={**_ENV, "JOB_DIR": job_dir}
-        )["Id"]
         watchdog_fired = threading.Event()
 
         def watchdog() -> None:
             watchdog_fired.set()
             self._discard(slot)
 
-        timer = threading.Timer(limits.timeout_s + _WATCHDOG_GRACE_S, watchdog)
+        timer = threading.Timer(limits.timeout_s + 2.0 + _WATCHDOG_GRACE_S, watchdog)
         started = time.perf_counter()
         timer.start()
-        out, err, flooded, total = bytearray(), bytearray(), False, 0
-        stream = api.exec_start(exec_id, stream=True, demux=True)
         try:
-            for stdout, stderr in stream:
-                out += stdout or b""
-                err += stderr or b""
-                total += len(stdout or b"") + len(stderr or b"")
-                if total > limits.output_bytes:
-                    flooded = True
-                    break
-                keep = limits.tail_bytes * 4  # bounded memory however much the job prints
-                if len(out) > keep:
-                    del out[: len(out) - keep]
-                if len(err) > keep:
-                    del err[: len(err) - keep]
+            slot.send(
+                {
+                    "id": job_id,
+                    "dir": job_dir,
+                    "files": {
+                        name: base64.b64encode(c.encode() if isinstance(c, str) else c).decode()
+                        for name, c in files.items()
+                    },
+                    "command": list(command),
+                    "env": {**_ENV, "JOB_DIR": job_dir},
+                    "timeout": limits.timeout_s,
+                    "output_bytes": limits.output_bytes,
+                    "keep": limits.tail_bytes + 1,  # one more byte than the tail says "truncated"
+                }
+            )
+            answer = slot.receive()
+            while answer is not None and answer.get("id") != job_id:  # never expected; be strict
+                answer = slot.receive()
         finally:
             timer.cancel()
         duration_ms = (time.perf_counter() - started) * 1000
-        if flooded:
-            # The container is recycled after a flood: removing it now stops the writer and frees
-            # the daemon, which would otherwise block on the stream we no longer read. (`docker
-            # kill` can wait ~10 s here; a forced remove is immediate.)
-            stream.close()
-            self._discard(slot)
-            return ExecResult(
-                "output_limit",
-                None,
-                duration_ms,
-                tail(bytes(out), limits.tail_bytes),
-                tail(bytes(err), limits.tail_bytes),
-                f"more than {limits.output_bytes} bytes of output",
-            )
         if watchdog_fired.is_set():
+            return ExecResult("timeout", None, duration_ms, detail="killed by the outer watchdog")
+        if answer is None:
+            # The runner's stream ended mid-job: the job killed it (`kill -1`), or the kernel's OOM
+            # killer did. The container is recycled either way.
+            self._discard(slot)
+            if oom_before >= 0 and slot.oom_kills() > oom_before:
+                return ExecResult("oom", 137, duration_ms, detail=f"OOM-killed at {limits.memory_mb} MB")
             return ExecResult(
-                "timeout",
-                None,
-                duration_ms,
-                tail(bytes(out), limits.tail_bytes),
-                tail(bytes(err), limits.tail_bytes),
-                "killed by the outer watchdog",
+                "failed", 137, duration_ms, detail="the job killed every process in its sandbox"
             )
-        exit_code = api.exec_inspect(exec_id).get("ExitCode")
+        if "error" in answer:
+            self._discard(slot)
+            return ExecResult("sandbox_error", None, duration_ms, detail=f"sandbox runner: {answer['error']}")
+        if not answer["clean"]:
+            self._discard(slot)  # processes or files it could not remove: never reuse
+        exit_code = int(answer["exit_code"])
+        duration_ms = float(answer["duration_ms"])
+        stdout_tail = tail(base64.b64decode(answer["stdout"]), limits.tail_bytes)
+        stderr_tail = tail(base64.b64decode(answer["stderr"]), limits.tail_bytes)
         oom_after = slot.oom_kills()
-        if exit_code == 137:  # the wrapper may have died with the job: clean up separately
-            self._cleanup(slot, job_dir)
-        stdout_tail, stderr_tail = tail(bytes(out), limits.tail_bytes), tail(bytes(err), limits.tail_bytes)
-        if oom_before >= 0 and oom_after > oom_before:
+        if answer["flooded"]:
+            status, detail = "output_limit", f"more than {limits.output_bytes} bytes of output"
+        elif oom_before >= 0 and oom_after > oom_before:
             status, detail = "oom", f"OOM-killed at {limits.memory_mb} MB"
-        elif exit_code == 137 and duration_ms >= limits.timeout_s * 1000 * 0.98:
+        elif answer["overran"] or (exit_code == 137 and duration_ms >= limits.timeout_s * 1000 * 0.98):
             status, detail = "timeout", f"killed after {limits.timeout_s:g}s"
         elif exit_code == 0:
             status, detail = "passed", ""
         else:
             status, detail = "failed", f"exit code {exit_code}"
         return ExecResult(status, exit_code, duration_ms, stdout_tail, stderr_tail, detail)
-
-    def _cleanup(self, slot: _Slot, job_dir: str) -> None:
-        """Kill everything the job left running (PID 1 is immune) and remove its directory."""
-        api = self.client.api
-        script = f"kill -9 -1 2>/dev/null; rm -rf {job_dir}"
-        exec_id = api.exec_create(slot.container.id, ["sh", "-c", script], user=_NOBODY, environment=_ENV)[
-            "Id"
-        ]
-        api.exec_start(exec_id)

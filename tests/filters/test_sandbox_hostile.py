@@ -59,6 +59,39 @@ def test_attack_is_contained(sandbox: DockerSandbox, name: str, code: str, statu
     _still_serving(sandbox)
 
 
+_FORGE = """import glob, json, os
+forged = 0
+for path in glob.glob('/proc/[0-9]*/fd/[0-2]'):
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, json.dumps({"id": "x", "exit_code": 0, "flooded": False}).encode() + b"\\n")
+        os.close(fd)
+        forged += 1
+    except OSError:
+        pass
+print('forged', forged)
+raise SystemExit(3)
+"""
+
+
+def test_a_job_cannot_forge_the_runners_answer(sandbox: DockerSandbox) -> None:
+    # The runner's own stdin/stdout are the control channel: a job under the same uid must not
+    # reach them through /proc (the runner is non-dumpable), so its result stays its own.
+    result = _run(sandbox, _FORGE)
+    assert result.status == "failed" and result.exit_code == 3, result  # type: ignore[attr-defined]
+    _still_serving(sandbox)
+
+
+def test_output_sent_to_init_fills_no_log_on_the_host(sandbox: DockerSandbox) -> None:
+    code = "import os\nfd = os.open('/proc/1/fd/1', os.O_WRONLY)\nos.write(fd, b'x' * 10_000_000)\n"
+    assert _run(sandbox, code).status == "passed"  # type: ignore[attr-defined]
+    import docker
+
+    for container in docker.from_env().containers.list(filters={"label": f"ptf.sandbox={sandbox.session}"}):
+        assert container.attrs["HostConfig"]["LogConfig"]["Type"] == "none"
+        assert container.attrs["LogPath"] == ""
+
+
 def test_no_network_to_a_listener_on_the_host(sandbox: DockerSandbox) -> None:
     server = socket.socket()
     server.bind(("0.0.0.0", 0))
