@@ -21,7 +21,7 @@ from filters.dedup.minhash import EMPTY, shingle_hashes, signatures, words
 # three of those from the threshold the estimate's verdict is as good as the exact one's.
 _AMBIGUOUS = 0.13
 
-__all__ = ["DedupConfig", "DedupResult", "Hashed", "Shingles", "compute_signatures", "deduplicate"]
+__all__ = ["DedupConfig", "DedupResult", "Hashed", "Shingles", "compact", "compute_signatures", "deduplicate"]
 
 
 @dataclass(frozen=True)
@@ -111,9 +111,29 @@ class DedupResult:
 
 @dataclass
 class Hashed:
-    signatures: np.ndarray  # uint32[n, num_perm]
+    signatures: np.ndarray  # uint32[n, num_perm], or uint8 (b-bit, see ``compact``)
     exact: np.ndarray  # uint64[n]: hash of the normalized text
     shingles: Shingles | None  # kept when the caller wants exact verification
+    keys: np.ndarray | None = None  # LSH band keys, when computed batch by batch
+    usable: np.ndarray | None = None  # bool[n]: the text had shingles
+
+
+# b-bit MinHash (Li & König): the low 8 bits of each value still estimate J once the chance
+# agreement of two different values (1/256) is taken out; a quarter of the memory of 32 bits.
+_BBIT_CHANCE = 1 / 256
+
+
+def compact(hashed: Hashed, config: DedupConfig, bbit: bool) -> Hashed:
+    """Band keys (32-bit) and the usable mask from full signatures, for one batch; with ``bbit``
+    the signatures shrink to their low 8 bits. What a streamed file keeps per row: ~200 bytes
+    instead of the 512 of a 128-value signature (and no copies of it at clustering time)."""
+    sig = hashed.signatures
+    bands, rows = config.bands
+    wide = band_keys(sig, bands, rows)
+    keys = ((wide >> np.uint64(32)) ^ wide).astype(np.uint32)  # a 32-bit key: rare false candidates, verified
+    usable = (sig != EMPTY).any(axis=1)
+    small = (sig & np.uint32(0xFF)).astype(np.uint8) if bbit else sig
+    return Hashed(small, hashed.exact, hashed.shingles, keys, usable)
 
 
 def _chunk_signatures(texts: pa.Array, config: DedupConfig, keep_shingles: bool) -> Hashed:
@@ -173,6 +193,8 @@ def deduplicate(
     def similarity(left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """The signatures' estimate; exact Jaccard where the estimate is too close to call."""
         score = estimated_jaccard(sig[left], sig[right])
+        if sig.dtype == np.uint8:
+            score = np.clip((score - _BBIT_CHANCE) / (1 - _BBIT_CHANCE), 0.0, 1.0)
         if shingles is not None:
             close = np.abs(score - config.threshold) < _AMBIGUOUS
             score[close] = shingles.jaccard(left[close], right[close])
@@ -186,14 +208,20 @@ def deduplicate(
     order = np.lexsort((rank, exact))
     sorted_exact = exact[order]
     heads = np.concatenate(([True], sorted_exact[1:] != sorted_exact[:-1])) if n else np.zeros(0, bool)
+    del sorted_exact
     head_of = np.empty(n, dtype=np.int64)
     head_of[order] = order[np.maximum.accumulate(np.where(heads, np.arange(n), 0))]
+    del order, heads  # a million rows make every int64 temporary 8 MB
     unique = np.nonzero(head_of == np.arange(n))[0]
 
     # 2. near duplicates among the exact-unique rows: LSH candidates, verified
     bands, rows = config.bands
-    usable = unique[(sig[unique] != EMPTY).any(axis=1)]
-    pairs = candidate_pairs(band_keys(sig[usable], bands, rows))
+    if hashed.keys is not None and hashed.usable is not None:
+        usable = unique[hashed.usable[unique]]
+        pairs = candidate_pairs(hashed.keys[usable])
+    else:
+        usable = unique[(sig[unique] != EMPTY).any(axis=1)]
+        pairs = candidate_pairs(band_keys(sig[usable], bands, rows))
     edges = np.zeros((0, 2), dtype=np.int64)
     if len(pairs):
         left, right = usable[pairs[:, 0]], usable[pairs[:, 1]]
