@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -74,47 +75,77 @@ def _published(root: Path) -> list[tuple[str, str]]:
     return sorted((r["sample_id"], r["messages"][-1]["content"]) for r in rows)
 
 
+def _markers(root: Path) -> dict[str, float]:
+    """Each partitioned asset's shard for the batch, and when it was written."""
+    return {p.parent.name: p.stat().st_mtime for p in (root / ".ptf" / "assets").glob("*/b1.parquet")}
+
+
+@dataclass
+class Clean:
+    published: list[tuple[str, str]]
+    stages: list[str]  # the batch's assets in the order the run wrote them
+
+
 @pytest.fixture(scope="module")
-def clean(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> list[tuple[str, str]]:
+def clean(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Clean:
     root = _project(tmp_path_factory.mktemp("clean") / "p", tiny_model)
     process = _run(root, root / "calls.log")
     output, _ = process.communicate(timeout=900)
     assert process.returncode == 0, output[-3000:]
-    return _published(root)
+    written = _markers(root)
+    return Clean(_published(root), sorted(written, key=written.__getitem__))
 
 
-# the asset whose output marks that the killed stage has begun
-@pytest.mark.parametrize(
-    ("stage", "after"),
-    [("candidate_responses", "candidate_instructions"), ("judged_samples", "difficulty_scored")],
-)
-def test_kill_9_mid_stage_then_rerun(
-    stage: str, after: str, clean: list[tuple[str, str]], tmp_path: Path, tiny_model: Path
-) -> None:
+# stages that call an engine: the kill waits for one of their requests to be answered
+ENGINE_STAGES = {"candidate_instructions", "candidate_responses", "difficulty_scored", "judged_samples"}
+
+
+def test_kill_9_during_each_stage_then_rerun(clean: Clean, tmp_path: Path, tiny_model: Path) -> None:
+    """One project, killed once inside every stage in turn (each run resumes the one before it),
+    then run to the end: the same rows as a clean run, and no finished request sent twice."""
+    assert {"seed_tasks", "candidate_responses", "judged_samples", "curated_samples"} <= set(clean.stages)
     root = _project(tmp_path / "p", tiny_model)
     log = root / "calls.log"
-    process = _run(root, log)
-    marker = root / ".ptf" / "assets" / after / "b1.parquet"
-    deadline = time.monotonic() + 900
-    while not marker.exists():
-        assert process.poll() is None, process.stdout.read()[-3000:] if process.stdout else ""
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    done_before = sum(1 for e, _ in _events(log) if e == "done")
-    while sum(1 for e, _ in _events(log) if e == "done") == done_before and process.poll() is None:
-        time.sleep(0.02)  # the stage has had an engine request answered: kill it mid-flight
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    first = _events(log)
-    finished = {k for e, k in first if e == "done"}
+    interrupted: list[str] = []
+    bounds: list[int] = []  # where each run's engine calls begin in the log
+    # the stage after the last shard is publishing the datasets
+    for before, stage in zip(clean.stages, [*clean.stages[1:], "publish"], strict=True):
+        started = time.time()
+        bounds.append(len(_events(log)))
+        process = _run(root, log)
+        done_before, begun = -1, 0.0
+        deadline = time.monotonic() + 900
+        while True:
+            assert process.poll() is None, process.stdout.read()[-3000:] if process.stdout else ""
+            assert time.monotonic() < deadline
+            markers = _markers(root)
+            if markers.get(before, 0) >= started:  # `stage` has begun
+                done = sum(1 for e, _ in _events(log) if e == "done")
+                if done_before < 0:
+                    done_before, begun = done, time.monotonic()
+                # mid-flight: after one of its requests was answered (engine stages), else at once
+                if stage not in ENGINE_STAGES or done > done_before or time.monotonic() - begun > 30:
+                    break
+            time.sleep(0.02)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        if _markers(root).get(stage, 0) < started:
+            interrupted.append(stage)
+    assert set(interrupted) >= ENGINE_STAGES, interrupted  # those were killed mid-request
 
+    bounds.append(len(_events(log)))
     rerun = _run(root, log)
     output, _ = rerun.communicate(timeout=900)
     assert rerun.returncode == 0, output[-3000:]
-    second = _events(log)[len(first) :]
-    resent = {k for e, k in second if e == "sent"} & finished
-    assert resent == set(), f"{len(resent)} finished requests were sent again"
-    assert _published(root) == clean  # nothing lost, nothing doubled
+    events = _events(log)
+    runs = [events[a:b] for a, b in zip(bounds, [*bounds[1:], len(events)], strict=True)]
+    finished: set[str] = set()
+    for calls in runs:
+        resent = {k for e, k in calls if e == "sent"} & finished
+        assert resent == set(), f"{len(resent)} finished requests were sent again"
+        finished |= {k for e, k in calls if e == "done"}
+    assert _published(root) == clean.published  # nothing lost, nothing doubled
+    print(f"killed inside {len(interrupted)} stages: {', '.join(interrupted)}")
 
     executed = AssetStore(str(root / ".ptf")).read("execution_validated", "b1").to_pylist()
     evil = [r for r in executed if r["kind"] == "code" and r["provenance"]["method"] == "reference"]
