@@ -126,6 +126,9 @@ def judged_samples(factory: FactoryResource, difficulty_scored: pa.Table) -> dg.
             "estimated_cost_usd": dg.MetadataValue.float(
                 round(sum(j.stats.cost_usd for j in panel.judges), 6)
             ),
+            # the panel's totals, under the keys the run summary and the version stats add up
+            "prompt_tokens": dg.MetadataValue.int(sum(j.stats.prompt_tokens for j in panel.judges)),
+            "completion_tokens": dg.MetadataValue.int(sum(j.stats.completion_tokens for j in panel.judges)),
             "preview": preview_md(table),
         },
         check_results=[schema_check(table, "judged_samples"), unique_ids_check(table, "judged_samples")],

@@ -6,6 +6,8 @@ other run. Progress comes from polling that instance's event log for the run.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 import uuid
@@ -51,6 +53,43 @@ def metadata_values(event: dg.DagsterEvent) -> dict[str, Any]:
     return {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
 
 
+_PID_TAG = "ptf/pid"
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine's run: not ours to judge
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"ptf" in cmdline or b"pipelines" in cmdline  # not a reused pid
+
+
+def reclaim_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Runs of a `ptf run` that was killed (kill -9, power loss) stay STARTED and keep their
+    concurrency-pool slots: the next run would wait for the `sandbox` or `gpu` pool forever.
+    Mark them failed and free their slots; returns their ids."""
+    records = instance.get_run_records(
+        dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING])
+    )
+    reclaimed = []
+    for record in records:
+        run = record.dagster_run
+        owner = run.tags.get(_PID_TAG)
+        if owner is None or _alive(owner):
+            continue
+        instance.report_run_failed(run, "its `ptf run` process died; reclaimed by the next run")
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        reclaimed.append(run.run_id)
+    return reclaimed
+
+
 def run_batch(
     seeds: Path,
     config_path: Path,
@@ -74,6 +113,8 @@ def run_batch(
     if not instance.has_dynamic_partition(BATCH_PARTITIONS_NAME, batch):
         instance.add_dynamic_partitions(BATCH_PARTITIONS_NAME, [batch])
     job = defs.resolve_job_def(FACTORY_JOB)
+    for stale in reclaim_dead_runs(instance):
+        console.print(f"[yellow]run {stale} was killed mid-way: marked failed, its pool slots freed[/]")
     run_id = str(uuid.uuid4())
     outcome = RunOutcome(run_id=run_id, batch=batch, success=False)
     holder: dict[str, Any] = {}
@@ -88,7 +129,7 @@ def run_batch(
                 # the progress display replaces Dagster's console log; the full log is in the instance
                 run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
                 resources={"factory": factory},
-                tags={"ptf/batch": batch, **(tags or {})},
+                tags={"ptf/batch": batch, _PID_TAG: _owner(), **(tags or {})},
             )
         except BaseException as exc:
             holder["error"] = exc

@@ -4,11 +4,13 @@ hostile code sample too: it is contained by the sandbox and recorded, and the ba
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,22 +78,44 @@ def _published(root: Path) -> list[tuple[str, str]]:
 
 
 def _markers(root: Path) -> dict[str, float]:
-    """Each partitioned asset's shard for the batch, and when it was written."""
-    return {p.parent.name: p.stat().st_mtime for p in (root / ".ptf" / "assets").glob("*/b1.parquet")}
+    """When each asset's shard (the batch's, or the whole table's for unpartitioned ones) was
+    written. (Not the run's printed progress: Dagster captures a step's stderr into its logs.)"""
+    written: dict[str, float] = {}
+    for path in (root / ".ptf" / "assets").glob("*/*.parquet"):
+        written[path.parent.name] = max(written.get(path.parent.name, 0.0), path.stat().st_mtime)
+    return written
+
+
+class _Output:
+    """A `ptf run`'s output read as it comes: which stages it has finished, in order."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self._thread.start()
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self.lines.append(line)
+
+    def tail(self) -> str:
+        self._thread.join(timeout=5)
+        return "".join(self.lines)[-3000:]
 
 
 @dataclass
 class Clean:
     published: list[tuple[str, str]]
-    stages: list[str]  # the batch's assets in the order the run wrote them
+    stages: list[str]  # the stages in the order the run wrote them
 
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Clean:
     root = _project(tmp_path_factory.mktemp("clean") / "p", tiny_model)
     process = _run(root, root / "calls.log")
-    output, _ = process.communicate(timeout=900)
-    assert process.returncode == 0, output[-3000:]
+    output = _Output(process)
+    assert process.wait(timeout=900) == 0, output.tail()
     written = _markers(root)
     return Clean(_published(root), sorted(written, key=written.__getitem__))
 
@@ -100,26 +124,27 @@ def clean(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Clean:
 ENGINE_STAGES = {"candidate_instructions", "candidate_responses", "difficulty_scored", "judged_samples"}
 
 
+@pytest.mark.timeout(2700)  # a run per stage, each replaying the cached stages before it
 def test_kill_9_during_each_stage_then_rerun(clean: Clean, tmp_path: Path, tiny_model: Path) -> None:
     """One project, killed once inside every stage in turn (each run resumes the one before it),
     then run to the end: the same rows as a clean run, and no finished request sent twice."""
-    assert {"seed_tasks", "candidate_responses", "judged_samples", "curated_samples"} <= set(clean.stages)
+    assert {"seed_tasks", "candidate_responses", "judged_samples", "curated_samples"} <= set(clean.stages), (
+        clean.stages
+    )
     root = _project(tmp_path / "p", tiny_model)
     log = root / "calls.log"
     interrupted: list[str] = []
     bounds: list[int] = []  # where each run's engine calls begin in the log
-    # the stage after the last shard is publishing the datasets
-    for before, stage in zip(clean.stages, [*clean.stages[1:], "publish"], strict=True):
-        started = time.time()
+    for before, stage in itertools.pairwise([*clean.stages, "publish"]):
+        started, wall = time.monotonic(), time.time()
         bounds.append(len(_events(log)))
         process = _run(root, log)
+        output = _Output(process)
         done_before, begun = -1, 0.0
-        deadline = time.monotonic() + 900
         while True:
-            assert process.poll() is None, process.stdout.read()[-3000:] if process.stdout else ""
-            assert time.monotonic() < deadline
-            markers = _markers(root)
-            if markers.get(before, 0) >= started:  # `stage` has begun
+            assert process.poll() is None, output.tail()
+            assert time.monotonic() < started + 900, output.tail()
+            if _markers(root).get(before, 0.0) >= wall:  # `stage` has begun
                 done = sum(1 for e, _ in _events(log) if e == "done")
                 if done_before < 0:
                     done_before, begun = done, time.monotonic()
@@ -129,14 +154,15 @@ def test_kill_9_during_each_stage_then_rerun(clean: Clean, tmp_path: Path, tiny_
             time.sleep(0.02)
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-        if _markers(root).get(stage, 0) < started:
+        if _markers(root).get(stage, 0.0) < wall:
             interrupted.append(stage)
+        print(f"killed during {stage} after {time.monotonic() - started:.0f}s", flush=True)
     assert set(interrupted) >= ENGINE_STAGES, interrupted  # those were killed mid-request
 
     bounds.append(len(_events(log)))
     rerun = _run(root, log)
-    output, _ = rerun.communicate(timeout=900)
-    assert rerun.returncode == 0, output[-3000:]
+    output = _Output(rerun)
+    assert rerun.wait(timeout=900) == 0, output.tail()
     events = _events(log)
     runs = [events[a:b] for a, b in zip(bounds, [*bounds[1:], len(events)], strict=True)]
     finished: set[str] = set()
@@ -145,7 +171,7 @@ def test_kill_9_during_each_stage_then_rerun(clean: Clean, tmp_path: Path, tiny_
         assert resent == set(), f"{len(resent)} finished requests were sent again"
         finished |= {k for e, k in calls if e == "done"}
     assert _published(root) == clean.published  # nothing lost, nothing doubled
-    print(f"killed inside {len(interrupted)} stages: {', '.join(interrupted)}")
+    print(f"killed inside {len(interrupted)} of {len(clean.stages)} stages: {', '.join(interrupted)}")
 
     executed = AssetStore(str(root / ".ptf")).read("execution_validated", "b1").to_pylist()
     evil = [r for r in executed if r["kind"] == "code" and r["provenance"]["method"] == "reference"]
