@@ -41,7 +41,7 @@ _OOM_FIRST = 'echo 1000 > /proc/self/oom_score_adj; exec "$@"'
 def _non_dumpable() -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except (OSError, AttributeError):
+    except (OSError, AttributeError):  # no libc prctl: the forged-answer test would say so
         pass
 
 
@@ -203,8 +203,9 @@ def main() -> None:
         job = json.loads(line)
         try:
             answer = run_job(job)
-        except Exception as exc:  # the host reports it as a sandbox_error and recycles
-            answer = {"error": f"{type(exc).__name__}: {exc}", "clean": _kill_all() and False}
+        except Exception as exc:  # the host reports a sandbox_error and recycles the container
+            _kill_all()
+            answer = {"error": f"{type(exc).__name__}: {exc}", "clean": False}
         answer["id"] = job["id"]
         out.write(json.dumps(answer).encode() + b"\n")
         out.flush()
