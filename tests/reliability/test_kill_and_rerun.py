@@ -4,6 +4,7 @@ hostile code sample too: it is contained by the sandbox and recorded, and the ba
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -141,19 +142,22 @@ def test_kill_9_during_each_stage_then_rerun(clean: Clean, tmp_path: Path, tiny_
         process = _run(root, log)
         output = _Output(process)
         done_before, begun = -1, 0.0
-        while True:
-            assert process.poll() is None, output.tail()
-            assert time.monotonic() < started + 900, output.tail()
-            if _markers(root).get(before, 0.0) >= wall:  # `stage` has begun
-                done = sum(1 for e, _ in _events(log) if e == "done")
-                if done_before < 0:
-                    done_before, begun = done, time.monotonic()
-                # mid-flight: after one of its requests was answered (engine stages), else at once
-                if stage not in ENGINE_STAGES or done > done_before or time.monotonic() - begun > 30:
-                    break
-            time.sleep(0.02)
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        try:  # killed in any case: a failed wait must not leave a run behind
+            while True:
+                assert process.poll() is None, output.tail()
+                assert time.monotonic() < started + 900, output.tail()
+                if _markers(root).get(before, 0.0) >= wall:  # `stage` has begun
+                    done = sum(1 for e, _ in _events(log) if e == "done")
+                    if done_before < 0:
+                        done_before, begun = done, time.monotonic()
+                    # mid-flight: after one of its requests was answered (engine stages), else at once
+                    if stage not in ENGINE_STAGES or done > done_before or time.monotonic() - begun > 30:
+                        break
+                time.sleep(0.02)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
         if _markers(root).get(stage, 0.0) < wall:
             interrupted.append(stage)
         print(f"killed during {stage} after {time.monotonic() - started:.0f}s", flush=True)
@@ -162,7 +166,11 @@ def test_kill_9_during_each_stage_then_rerun(clean: Clean, tmp_path: Path, tiny_
     bounds.append(len(_events(log)))
     rerun = _run(root, log)
     output = _Output(rerun)
-    assert rerun.wait(timeout=900) == 0, output.tail()
+    try:
+        assert rerun.wait(timeout=900) == 0, output.tail()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(rerun.pid, signal.SIGKILL)
     events = _events(log)
     runs = [events[a:b] for a, b in zip(bounds, [*bounds[1:], len(events)], strict=True)]
     finished: set[str] = set()
