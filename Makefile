@@ -69,6 +69,8 @@ demo: setup system labelstudio
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	scripts/check-module-size.sh
 
 typecheck: setup
 	$(VENV)/bin/mypy

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from annotators.labelstudio.results import Label, combine, parse_result
-from annotators.pairs import auto_pairs, preference_row
-from storage.schema import SAMPLE_SCHEMA, conform
+from ptfactory.annotators.labelstudio.results import Label, combine, parse_result
+from ptfactory.annotators.pairs import auto_pairs, preference_row
+from ptfactory.storage.schema import SAMPLE_SCHEMA, conform
 
 __all__ = ["Curated", "LabelState", "curate", "replay"]
 

@@ -8,7 +8,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from storage.schema import sample_id
+from ptfactory.storage.schema import sample_id
 
 __all__ = ["auto_pairs", "preference_row"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from storage.schema import add_decision, live_rows
+from ptfactory.storage.schema import add_decision, live_rows
 
 __all__ = ["ROUTES", "RoutingConfig", "route"]
 

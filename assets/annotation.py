@@ -6,12 +6,12 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from annotators.curation import curate
-from annotators.labelstudio.sync import push, review_rows
-from assets.common import check_specs, counts_md, preview_md, schema_check
-from pipelines.partitions import batch_partitions
-from pipelines.resources import FactoryResource
-from storage.fs import Store
+from ptfactory.annotators.curation import curate
+from ptfactory.annotators.labelstudio.sync import push, review_rows
+from ptfactory.assets.common import check_specs, counts_md, preview_md, schema_check
+from ptfactory.assets.partitions import batch_partitions
+from ptfactory.assets.resources import FactoryResource
+from ptfactory.storage.fs import Store
 
 
 @dg.asset(

@@ -9,9 +9,9 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engines.base import Engine
+from ptfactory.engines.base import Engine
 from ptfactory.errors import SchemaError
-from storage.schema import validate_table
+from ptfactory.storage.schema import validate_table
 
 __all__ = ["counts_md", "decision_counts", "preview_md", "schema_check", "unique_ids_check"]
 

@@ -3,15 +3,15 @@
 import dagster as dg
 import pyarrow as pa
 
-from assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
-from filters.dedup.core import compute_signatures
-from pipelines.resources import FactoryResource
-from storage.assemble import assemble_preference, assemble_sft
-from storage.manifest import Manifest
-from storage.schema import row_texts
-from storage.split import cluster_leaks, split_table
-from storage.versions import DatasetStore
-from training.templates import template_problems
+from ptfactory.assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
+from ptfactory.assets.resources import FactoryResource
+from ptfactory.filters.dedup.core import compute_signatures
+from ptfactory.storage.assemble import assemble_preference, assemble_sft
+from ptfactory.storage.manifest import Manifest
+from ptfactory.storage.schema import row_texts
+from ptfactory.storage.split import cluster_leaks, split_table
+from ptfactory.storage.versions import DatasetStore
+from ptfactory.training.templates import template_problems
 
 
 def _verified_check(datasets: DatasetStore, ref: str, asset: str) -> dg.AssetCheckResult:

@@ -3,10 +3,10 @@
 import dagster as dg
 import pyarrow as pa
 
-from assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
-from filters.dedup.samples import dedup_samples
-from pipelines.partitions import batch_partitions
-from pipelines.resources import FactoryResource
+from ptfactory.assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
+from ptfactory.assets.partitions import batch_partitions
+from ptfactory.assets.resources import FactoryResource
+from ptfactory.filters.dedup.samples import dedup_samples
 
 
 @dg.asset(

@@ -3,11 +3,11 @@
 import dagster as dg
 import pyarrow as pa
 
-from assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
-from filters.execution.select import open_sandbox
-from filters.execution.validate import validate_samples
-from pipelines.partitions import batch_partitions
-from pipelines.resources import FactoryResource
+from ptfactory.assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
+from ptfactory.assets.partitions import batch_partitions
+from ptfactory.assets.resources import FactoryResource
+from ptfactory.filters.execution.select import open_sandbox
+from ptfactory.filters.execution.validate import validate_samples
 
 
 @dg.asset(

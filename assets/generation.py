@@ -5,11 +5,18 @@ from collections import Counter
 import dagster as dg
 import pyarrow as pa
 
-from assets.common import check_specs, counts_md, engine_metadata, preview_md, schema_check, unique_ids_check
-from generators.instructions import generate_instructions
-from generators.responses import generate_responses
-from pipelines.partitions import batch_partitions
-from pipelines.resources import FactoryResource
+from ptfactory.assets.common import (
+    check_specs,
+    counts_md,
+    engine_metadata,
+    preview_md,
+    schema_check,
+    unique_ids_check,
+)
+from ptfactory.assets.partitions import batch_partitions
+from ptfactory.assets.resources import FactoryResource
+from ptfactory.generators.instructions import generate_instructions
+from ptfactory.generators.responses import generate_responses
 
 
 @dg.asset(

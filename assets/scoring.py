@@ -6,12 +6,19 @@ import dagster as dg
 import numpy as np
 import pyarrow as pa
 
-from annotators.routing import route
-from assets.common import check_specs, counts_md, engine_metadata, preview_md, schema_check, unique_ids_check
-from filters.difficulty import score_difficulty
-from filters.execution.select import open_sandbox
-from pipelines.partitions import batch_partitions
-from pipelines.resources import FactoryResource
+from ptfactory.annotators.routing import route
+from ptfactory.assets.common import (
+    check_specs,
+    counts_md,
+    engine_metadata,
+    preview_md,
+    schema_check,
+    unique_ids_check,
+)
+from ptfactory.assets.partitions import batch_partitions
+from ptfactory.assets.resources import FactoryResource
+from ptfactory.filters.difficulty import score_difficulty
+from ptfactory.filters.execution.select import open_sandbox
 
 
 def histogram_md(values: list[float], bins: list[float], label: str) -> dg.MetadataValue:

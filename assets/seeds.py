@@ -5,10 +5,10 @@ from collections import Counter
 import dagster as dg
 import pyarrow as pa
 
-from assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
-from generators.seeds import read_seeds, seeds_to_table
-from pipelines.partitions import batch_partitions
-from pipelines.resources import FactoryResource
+from ptfactory.assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
+from ptfactory.assets.partitions import batch_partitions
+from ptfactory.assets.resources import FactoryResource
+from ptfactory.generators.seeds import read_seeds, seeds_to_table
 
 
 @dg.asset(

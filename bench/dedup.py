@@ -28,8 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from filters.dedup.core import DedupConfig, deduplicate
-from filters.dedup.lsh import union_find
+from ptfactory.filters.dedup.core import DedupConfig, deduplicate
+from ptfactory.filters.dedup.lsh import union_find
 from tests.filters.corpus import Corpus, build
 
 THRESHOLD, NUM_PERM, NGRAM = 0.8, 128, 5
@@ -129,7 +129,7 @@ def peak_rss_mb(rows: int, directory: Path) -> float:
     repo, out = str(Path(__file__).resolve().parent.parent), str(directory / f"out-{rows}.parquet")
     code = (
         f"import resource, sys; from pathlib import Path; sys.path.insert(0, {repo!r})\n"
-        "from filters.dedup import DedupConfig, dedup_parquet\n"
+        "from ptfactory.filters.dedup import DedupConfig, dedup_parquet\n"
         f"dedup_parquet(Path({str(source)!r}), Path({out!r}), 'text', DedupConfig())\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )

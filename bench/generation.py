@@ -26,13 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dagster as dg
 
-from assets.generation import candidate_instructions, candidate_responses
-from assets.seeds import seed_tasks
-from engines.base import SamplingParams
-from engines.spec import EngineSpec, build_engine
-from pipelines.resources import FactoryResource, SampleIOManager
-from storage.assetstore import AssetStore
-from storage.schema import empty_table, from_records, sample_id
+from ptfactory.assets.generation import candidate_instructions, candidate_responses
+from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.seeds import seed_tasks
+from ptfactory.engines.base import SamplingParams
+from ptfactory.engines.spec import EngineSpec, build_engine
+from ptfactory.storage.assetstore import AssetStore
+from ptfactory.storage.schema import empty_table, from_records, sample_id
 
 REPO = Path(__file__).resolve().parent.parent
 TOPICS = [

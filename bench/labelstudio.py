@@ -23,11 +23,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from annotators.labelstudio.client import LabelStudioClient
-from annotators.labelstudio.ledger import Ledger
-from annotators.labelstudio.server import LabelStudioServer
-from annotators.labelstudio.sync import pull, push
-from storage.schema import sample_id
+from ptfactory.annotators.labelstudio.client import LabelStudioClient
+from ptfactory.annotators.labelstudio.ledger import Ledger
+from ptfactory.annotators.labelstudio.server import LabelStudioServer
+from ptfactory.annotators.labelstudio.sync import pull, push
+from ptfactory.storage.schema import sample_id
 
 
 def _rows(count: int, tag: str) -> list[dict[str, Any]]:

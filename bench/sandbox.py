@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from filters.execution.base import Job
-from filters.execution.docker_sandbox import DockerSandbox, docker_client
-from filters.execution.image import find_image
-from filters.execution.limits import Limits
-from filters.execution.programs import extract_solution, program
+from ptfactory.filters.execution.base import Job
+from ptfactory.filters.execution.docker_sandbox import DockerSandbox, docker_client
+from ptfactory.filters.execution.image import find_image
+from ptfactory.filters.execution.limits import Limits
+from ptfactory.filters.execution.programs import extract_solution, program
 from tests.filters.test_execution import humaneval
 
 LIMITS = Limits(timeout_s=10, memory_mb=256, pids=64, cpus=1.0)

@@ -30,10 +30,10 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from storage.pull import pull
-from storage.schema import from_records, sample_id
-from storage.shards import PARQUET_OPTIONS
-from storage.versions import DatasetStore
+from ptfactory.storage.pull import pull
+from ptfactory.storage.schema import from_records, sample_id
+from ptfactory.storage.shards import PARQUET_OPTIONS
+from ptfactory.storage.versions import DatasetStore
 
 
 def _vocabulary(size: int, rng: random.Random) -> list[str]:

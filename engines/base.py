@@ -3,7 +3,7 @@
 ``Engine.chat(conversations, params) -> list[list[Completion]]`` (``params.n`` completions
 each) and ``Engine.score(prompts, continuations) -> list[TokenLogprobs]``. Subclasses
 implement ``_chat``/``_score`` for the requests the cache cannot answer; the base class
-looks every request up in the :class:`~engines.cache.ResponseCache` first and stores each
+looks every request up in the :class:`~ptfactory.engines.cache.ResponseCache` first and stores each
 finished chunk immediately, so a run killed half-way re-sends nothing that finished.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engines.cache import ResponseCache, request_key
+from ptfactory.engines.cache import ResponseCache, request_key
 
 __all__ = [
     "Completion",

@@ -17,7 +17,14 @@ from typing import Any
 
 import httpx
 
-from engines.base import Completion, Conversation, Engine, SamplingParams, TokenLogprobs, failed_completion
+from ptfactory.engines.base import (
+    Completion,
+    Conversation,
+    Engine,
+    SamplingParams,
+    TokenLogprobs,
+    failed_completion,
+)
 from ptfactory.errors import EngineError, EngineRequestError
 
 __all__ = ["OpenAIEngine"]

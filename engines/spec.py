@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engines.base import Engine
-from engines.cache import ResponseCache
+from ptfactory.engines.base import Engine
+from ptfactory.engines.cache import ResponseCache
 
 __all__ = ["EngineSpec", "build_engine"]
 
@@ -51,7 +51,7 @@ class EngineSpec(BaseModel):
 def build_engine(spec: EngineSpec, cache_path: Path | None) -> Engine:
     cache = ResponseCache(cache_path) if cache_path else None
     if spec.backend == "transformers":
-        from engines.transformers_engine import TransformersEngine
+        from ptfactory.engines.transformers_engine import TransformersEngine
 
         return TransformersEngine(
             model_id=spec.model_id,
@@ -64,7 +64,7 @@ def build_engine(spec: EngineSpec, cache_path: Path | None) -> Engine:
             threads=spec.threads,
         )
     if spec.backend == "vllm":
-        from engines.vllm_engine import VLLMEngine
+        from ptfactory.engines.vllm_engine import VLLMEngine
 
         return VLLMEngine(
             model_id=spec.model_id,
@@ -78,7 +78,7 @@ def build_engine(spec: EngineSpec, cache_path: Path | None) -> Engine:
             gpu_memory_utilization=spec.gpu_memory_utilization,
             python=spec.python,
         )
-    from engines.openai_engine import OpenAIEngine
+    from ptfactory.engines.openai_engine import OpenAIEngine
 
     return OpenAIEngine(
         model_id=spec.model_id,

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.base import Completion, Conversation, Engine, SamplingParams, TokenLogprobs
-from engines.bundled import resolve_model_path
+from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams, TokenLogprobs
+from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.errors import EngineError
 
 __all__ = ["TransformersEngine"]

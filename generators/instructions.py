@@ -17,12 +17,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from engines.base import Engine, SamplingParams
-from generators.config import GenerationConfig, SamplingConfig
-from generators.novelty import NoveltyFilter, rouge_l
-from generators.prompts import template
-from generators.records import candidate_row, parse_code_problem, parse_instruction, provenance, raw_detail
-from storage.schema import from_records
+from ptfactory.engines.base import Engine, SamplingParams
+from ptfactory.generators.config import GenerationConfig, SamplingConfig
+from ptfactory.generators.novelty import NoveltyFilter, rouge_l
+from ptfactory.generators.prompts import template
+from ptfactory.generators.records import (
+    candidate_row,
+    parse_code_problem,
+    parse_instruction,
+    provenance,
+    raw_detail,
+)
+from ptfactory.storage.schema import from_records
 
 __all__ = ["InstructionStats", "generate_instructions"]
 

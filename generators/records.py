@@ -11,9 +11,9 @@ import json
 import re
 from typing import Any
 
-from engines.base import Completion, Engine, SamplingParams
+from ptfactory.engines.base import Completion, Engine, SamplingParams
+from ptfactory.storage.schema import sample_id
 from ptfactory.version import code_version
-from storage.schema import sample_id
 
 __all__ = [
     "candidate_row",

@@ -11,11 +11,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engines.base import Engine, SamplingParams
-from generators.config import SamplingConfig
-from generators.prompts import template
-from generators.records import candidate_row, provenance
-from storage.schema import dropped_mask, from_records
+from ptfactory.engines.base import Engine, SamplingParams
+from ptfactory.generators.config import SamplingConfig
+from ptfactory.generators.prompts import template
+from ptfactory.generators.records import candidate_row, provenance
+from ptfactory.storage.schema import dropped_mask, from_records
 
 __all__ = ["ResponseStats", "generate_responses"]
 

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ptfactory.errors import SeedError
+from ptfactory.storage.schema import from_records, sample_id
 from ptfactory.version import code_version
-from storage.schema import from_records, sample_id
 
 __all__ = ["SEED_FIELDS", "SeedTask", "read_seeds", "seed_files", "seeds_to_table"]
 

@@ -1,5 +1,5 @@
-"""``python -m pipelines`` is ``ptf``."""
+"""``python -m ptfactory.pipelines`` is ``ptf``."""
 
-from pipelines.cli import main
+from ptfactory.pipelines.cli import main
 
 main()

@@ -9,13 +9,13 @@ from typing import Any
 
 import dagster as dg
 
-from annotators.labelstudio.sync import PullResult, pull
-from pipelines.jobs import CURATION_JOB, REVIEW_JOB
-from pipelines.partitions import BATCH_PARTITIONS_NAME
-from pipelines.resources import FactoryResource
-from pipelines.runner import metadata_values
 from ptfactory import errors
+from ptfactory.annotators.labelstudio.sync import PullResult, pull
+from ptfactory.assets.partitions import BATCH_PARTITIONS_NAME
+from ptfactory.assets.resources import FactoryResource
 from ptfactory.errors import FactoryError, UserInputError
+from ptfactory.pipelines.jobs import CURATION_JOB, REVIEW_JOB
+from ptfactory.pipelines.runner import metadata_values
 
 __all__ = ["JobOutcome", "pull_and_curate", "push_batches"]
 
@@ -57,7 +57,7 @@ def _failed(result: dg.ExecuteInProcessResult) -> str:
 
 def push_batches(config_path: Path, batches: list[str] | None = None) -> JobOutcome:
     """Materialize ``review_queue`` for ``batches`` (default: every batch so far)."""
-    from pipelines.definitions import defs
+    from ptfactory.pipelines.definitions import defs
 
     instance = dg.DagsterInstance.get()
     known = list(instance.get_dynamic_partitions(BATCH_PARTITIONS_NAME))
@@ -88,7 +88,7 @@ def push_batches(config_path: Path, batches: list[str] | None = None) -> JobOutc
 
 def pull_and_curate(config_path: Path) -> JobOutcome:
     """Pull new annotations now (what the sensor does each tick), then run the curation job."""
-    from pipelines.definitions import defs
+    from ptfactory.pipelines.definitions import defs
 
     factory = FactoryResource(config_path=str(config_path))
     section = factory.config.annotation

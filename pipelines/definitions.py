@@ -6,18 +6,18 @@ import os
 
 import dagster as dg
 
-from assets.annotation import curated_samples, human_labels, review_queue
-from assets.datasets import preference_dataset, sft_dataset
-from assets.dedup import deduplicated_samples
-from assets.execution import execution_validated
-from assets.generation import candidate_instructions, candidate_responses
-from assets.scoring import difficulty_scored, judged_samples, routed_samples
-from assets.seeds import seed_tasks
-from pipelines.jobs import curation_job, factory_job, review_job
-from pipelines.resources import FactoryResource, SampleIOManager
-from pipelines.schedules import new_batches
-from pipelines.sensors import human_labels_sensor
-from pipelines.training_job import train_sft_job
+from ptfactory.assets.annotation import curated_samples, human_labels, review_queue
+from ptfactory.assets.datasets import preference_dataset, sft_dataset
+from ptfactory.assets.dedup import deduplicated_samples
+from ptfactory.assets.execution import execution_validated
+from ptfactory.assets.generation import candidate_instructions, candidate_responses
+from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.scoring import difficulty_scored, judged_samples, routed_samples
+from ptfactory.assets.seeds import seed_tasks
+from ptfactory.pipelines.jobs import curation_job, factory_job, review_job
+from ptfactory.pipelines.schedules import new_batches
+from ptfactory.pipelines.sensors import human_labels_sensor
+from ptfactory.pipelines.training_job import train_sft_job
 
 defs = dg.Definitions(
     assets=[

@@ -59,7 +59,7 @@ def _dagster() -> Check:
 
 
 def _sandbox() -> Check:
-    from filters.execution.select import backend_status
+    from ptfactory.filters.execution.select import backend_status
 
     status = backend_status()
     level = {"docker": "ok", "bwrap": "warn"}.get(status.backend or "", "missing")

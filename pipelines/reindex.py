@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from filters.dedup.core import compute_signatures
-from filters.dedup.index import PublishedIndex
-from pipelines.config import FactoryConfig
-from storage.schema import row_texts
-from storage.versions import DatasetStore
+from ptfactory.config import FactoryConfig
+from ptfactory.filters.dedup.core import compute_signatures
+from ptfactory.filters.dedup.index import PublishedIndex
+from ptfactory.storage.schema import row_texts
+from ptfactory.storage.versions import DatasetStore
 
 __all__ = ["rebuild_dedup_index"]
 

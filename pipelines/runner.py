@@ -19,14 +19,14 @@ import dagster as dg
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from generators.seeds import read_seeds, seed_files
-from pipelines.config import load_config
-from pipelines.jobs import FACTORY_JOB
-from pipelines.partitions import BATCH_PARTITIONS_NAME
-from pipelines.resources import FactoryResource
-from pipelines.summary import drop_reasons
-from storage.assetstore import AssetStore
-from storage.seedstore import SeedStore, batch_name
+from ptfactory.assets.partitions import BATCH_PARTITIONS_NAME
+from ptfactory.assets.resources import FactoryResource
+from ptfactory.config import load_config
+from ptfactory.generators.seeds import read_seeds, seed_files
+from ptfactory.pipelines.jobs import FACTORY_JOB
+from ptfactory.pipelines.summary import drop_reasons
+from ptfactory.storage.assetstore import AssetStore
+from ptfactory.storage.seedstore import SeedStore, batch_name
 
 __all__ = ["RunOutcome", "run_batch"]
 
@@ -68,7 +68,7 @@ def _alive(owner: str) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"ptf" in cmdline or b"pipelines" in cmdline  # not a reused pid
+    return b"ptf" in cmdline  # `ptf` or `python -m ptfactory`: not a reused pid
 
 
 def reclaim_dead_runs(instance: dg.DagsterInstance) -> list[str]:
@@ -107,7 +107,7 @@ def run_batch(
     SeedStore(factory.resolved_home).stage(files, batch)
     console.print(f"[bold]batch[/] {batch}: {len(tasks)} seed tasks from {seeds}")
 
-    from pipelines.definitions import defs
+    from ptfactory.pipelines.definitions import defs
 
     instance = dg.DagsterInstance.get()
     if not instance.has_dynamic_partition(BATCH_PARTITIONS_NAME, batch):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dagster as dg
 
-from generators.seeds import read_seeds
-from pipelines.jobs import FACTORY_JOB
-from pipelines.partitions import BATCH_PARTITIONS_NAME
-from pipelines.resources import FactoryResource
+from ptfactory.assets.partitions import BATCH_PARTITIONS_NAME
+from ptfactory.assets.resources import FactoryResource
 from ptfactory.errors import SeedError
+from ptfactory.generators.seeds import read_seeds
 from ptfactory.home import project_root
-from storage.seedstore import SeedStore, batch_name
+from ptfactory.pipelines.jobs import FACTORY_JOB
+from ptfactory.storage.seedstore import SeedStore, batch_name
 
 INBOX = "seeds/inbox"
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import dagster as dg
 
-from annotators.labelstudio.client import LabelStudioClient
-from annotators.labelstudio.ledger import Ledger
-from annotators.labelstudio.sync import pull, push, review_rows
-from pipelines.jobs import CURATION_JOB
-from pipelines.resources import FactoryResource
+from ptfactory.annotators.labelstudio.client import LabelStudioClient
+from ptfactory.annotators.labelstudio.ledger import Ledger
+from ptfactory.annotators.labelstudio.sync import pull, push, review_rows
+from ptfactory.assets.resources import FactoryResource
 from ptfactory.errors import AnnotationError
-from storage.assetstore import AssetStore
+from ptfactory.pipelines.jobs import CURATION_JOB
+from ptfactory.storage.assetstore import AssetStore
 
 SENSOR_NAME = "human_labels_sensor"
 

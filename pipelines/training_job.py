@@ -3,9 +3,9 @@
 import dagster as dg
 from pydantic import Field
 
-from pipelines.resources import FactoryResource
-from training.config import TrainConfig, help_for
-from training.run import train
+from ptfactory.assets.resources import FactoryResource
+from ptfactory.training.config import TrainConfig, help_for
+from ptfactory.training.run import train
 
 
 class TrainSftConfig(dg.Config):

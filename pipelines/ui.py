@@ -23,7 +23,7 @@ def serve_ui(host: str, port: int) -> int:
         "dagster",
         "dev",
         "-m",
-        "pipelines.definitions",
+        "ptfactory.pipelines.definitions",
         "-h",
         host,
         "-p",

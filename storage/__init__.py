@@ -3,11 +3,11 @@
 A plain library (no Dagster): usable from a notebook, the trainer, or another orchestrator.
 """
 
-from storage.assetstore import AssetStore
-from storage.manifest import Manifest
-from storage.pull import pull
-from storage.schema import SAMPLE_SCHEMA, from_records, sample_id, validate_table
-from storage.versions import DatasetStore, PublishResult, parse_ref
+from ptfactory.storage.assetstore import AssetStore
+from ptfactory.storage.manifest import Manifest
+from ptfactory.storage.pull import pull
+from ptfactory.storage.schema import SAMPLE_SCHEMA, from_records, sample_id, validate_table
+from ptfactory.storage.versions import DatasetStore, PublishResult, parse_ref
 
 __all__ = [
     "SAMPLE_SCHEMA",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.schema import conform, dropped_mask
+from ptfactory.storage.schema import conform, dropped_mask
 
 __all__ = ["Assembled", "assemble_preference", "assemble_sft"]
 

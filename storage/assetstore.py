@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ptfactory.home import ptf_home
-from storage.fs import Store
-from storage.shards import PARQUET_OPTIONS
+from ptfactory.storage.fs import Store
+from ptfactory.storage.shards import PARQUET_OPTIONS
 
 __all__ = ["UNPARTITIONED", "AssetStore"]
 

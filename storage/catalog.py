@@ -16,8 +16,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from storage.duck import connect
-from storage.manifest import Manifest
+from ptfactory.storage.duck import connect
+from ptfactory.storage.manifest import Manifest
 
 __all__ = ["Catalog"]
 

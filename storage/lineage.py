@@ -10,8 +10,8 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from ptfactory.errors import DatasetRefError
-from storage.assetstore import AssetStore
-from storage.versions import DatasetStore
+from ptfactory.storage.assetstore import AssetStore
+from ptfactory.storage.versions import DatasetStore
 
 __all__ = ["lineage"]
 

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from ptfactory.errors import ShardIntegrityError
-from storage.shards import ShardInfo
+from ptfactory.storage.shards import ShardInfo
 
 __all__ = ["MANIFEST_FILE", "Manifest", "render_card", "schema_to_json"]
 

@@ -8,10 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ptfactory.errors import ShardIntegrityError
-from storage.fs import Store
-from storage.manifest import MANIFEST_FILE, Manifest
-from storage.shards import ShardInfo, copy_verified
-from storage.versions import DatasetStore
+from ptfactory.storage.fs import Store
+from ptfactory.storage.manifest import MANIFEST_FILE, Manifest
+from ptfactory.storage.shards import ShardInfo, copy_verified
+from ptfactory.storage.versions import DatasetStore
 
 __all__ = ["pull"]
 

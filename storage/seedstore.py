@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from ptfactory.home import ptf_home
-from storage.fs import Store
+from ptfactory.storage.fs import Store
 
 __all__ = ["SeedStore", "batch_name"]
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ptfactory.errors import ShardIntegrityError
-from storage.fs import Store
+from ptfactory.storage.fs import Store
 
 __all__ = [
     "PARQUET_OPTIONS",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import posixpath
-import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,37 +26,18 @@ from filelock import FileLock
 
 from ptfactory.errors import DatasetRefError, PublishError, ShardIntegrityError
 from ptfactory.home import is_local_url, local_state_dir, ptf_home
+from ptfactory.storage.catalog import Catalog
+from ptfactory.storage.fs import Store
+from ptfactory.storage.manifest import MANIFEST_FILE, Manifest, render_card, schema_to_json
+from ptfactory.storage.refs import NAME_RE, VERSION_RE, check_name, parse_ref
+from ptfactory.storage.schema import conform, validate_table
+from ptfactory.storage.shards import ShardInfo, read_shard, verify_shard, write_shards
+from ptfactory.storage.stats import table_stats
 from ptfactory.version import code_version
-from storage.catalog import Catalog
-from storage.fs import Store
-from storage.manifest import MANIFEST_FILE, Manifest, render_card, schema_to_json
-from storage.schema import conform, validate_table
-from storage.shards import ShardInfo, read_shard, verify_shard, write_shards
 
 __all__ = ["DatasetStore", "PublishResult", "parse_ref"]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_VERSION = re.compile(r"^v([1-9][0-9]*)$")
 ALIASES_FILE = "aliases.json"
-
-
-def parse_ref(ref: str) -> tuple[str, str]:
-    """``"sft@v3"`` → ``("sft", "v3")``; a bare name means ``latest``."""
-    name, _, version = ref.partition("@")
-    version = version or "latest"
-    if not _NAME.match(name):
-        raise DatasetRefError(
-            f"{ref!r} is not a dataset reference; write NAME@VERSION, e.g. sft@v3, sft@latest or sft@stable"
-        )
-    return name, version
-
-
-def check_name(name: str) -> str:
-    if not _NAME.match(name):
-        raise PublishError(
-            f"dataset name {name!r} is not allowed; use letters, digits, '_', '-' or '.' (max 64)"
-        )
-    return name
 
 
 @dataclass(frozen=True)
@@ -81,7 +61,7 @@ class DatasetStore:
     # ---- reading -------------------------------------------------------------------------
 
     def names(self) -> list[str]:
-        return [n for n in self.store.listdir(self.store.root) if _NAME.match(n)]
+        return [n for n in self.store.listdir(self.store.root) if NAME_RE.match(n)]
 
     def version_dir(self, name: str, version: int) -> str:
         return self.store.path(name, f"v{version}")
@@ -90,7 +70,7 @@ class DatasetStore:
         """Published versions, ascending: directories ``v<N>`` that hold a manifest."""
         found = []
         for entry in self.store.listdir(self.store.path(name)):
-            match = _VERSION.match(entry)
+            match = VERSION_RE.match(entry)
             if match and self.store.exists(self.store.path(name, entry, MANIFEST_FILE)):
                 found.append(int(match.group(1)))
         return sorted(found)
@@ -117,7 +97,7 @@ class DatasetStore:
             raise DatasetRefError(f"no dataset named {name!r} has been published (datasets: {known})")
         if version == "latest":
             return self.manifest(name, versions[-1])
-        match = _VERSION.match(version)
+        match = VERSION_RE.match(version)
         if match:
             number = int(match.group(1))
         else:
@@ -281,7 +261,7 @@ class DatasetStore:
                 rows_added=added,
                 rows_removed=removed,
                 splits=split_files,
-                stats={**_table_stats({k: t for k, (t, _) in prepared.items()}), **stats},
+                stats={**table_stats({k: t for k, (t, _) in prepared.items()}), **stats},
                 created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             )
             self.store.write_bytes_atomic(posixpath.join(work, "README.md"), render_card(manifest).encode())
@@ -345,7 +325,7 @@ class DatasetStore:
 
     def tag(self, ref: str, alias: str) -> tuple[int | None, Manifest]:
         """Point ``alias`` at the version ``ref`` resolves to; returns (previous version, manifest)."""
-        if alias == "latest" or _VERSION.match(alias) or not _NAME.match(alias):
+        if alias == "latest" or VERSION_RE.match(alias) or not NAME_RE.match(alias):
             raise DatasetRefError(
                 f"{alias!r} cannot be an alias; pick a name like 'stable' (not 'latest' or 'vN')"
             )
@@ -391,18 +371,3 @@ class DatasetStore:
                         self._register(self.manifest(name, version), self.version_dir(name, version))
                     except ShardIntegrityError:
                         continue
-
-
-def _table_stats(splits: Mapping[str, pa.Table]) -> dict[str, Any]:
-    stats: dict[str, Any] = {"rows_per_split": {k: t.num_rows for k, t in splits.items()}}
-    tables = [t for t in splits.values() if t.num_rows]
-    if not tables:
-        return stats
-    table = pa.concat_tables(tables)
-    kinds = pc.value_counts(table.column("kind").combine_chunks())
-    stats["rows_per_kind"] = {v["values"]: v["counts"] for v in kinds.to_pylist()}
-    batches = pc.value_counts(table.column("batch").combine_chunks())
-    stats["rows_per_batch"] = {v["values"]: v["counts"] for v in batches.to_pylist()}
-    turns = pc.list_value_length(table.column("messages"))
-    stats["mean_turns"] = round(float(pc.mean(turns).as_py() or 0.0), 3)
-    return stats

@@ -12,10 +12,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from storage.schema import from_records, sample_id
+from ptfactory.storage.schema import from_records, sample_id
 
 REPO = Path(__file__).resolve().parent.parent
-PTF = [sys.executable, "-m", "pipelines"]
+PTF = [sys.executable, "-m", "ptfactory"]
 
 
 @pytest.fixture

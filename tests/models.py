@@ -70,6 +70,6 @@ def build_tiny_model(path: Path) -> Path:
 
 
 def bundled_model() -> Path:
-    from engines.bundled import bundled_model_dir
+    from ptfactory.engines.bundled import bundled_model_dir
 
     return bundled_model_dir(TEST_STATE)

@@ -9,8 +9,8 @@ from typing import Any
 import pyarrow as pa
 
 from ptfactory.errors import UserInputError
-from storage.manifest import MANIFEST_FILE, Manifest
-from storage.versions import DatasetStore
+from ptfactory.storage.manifest import MANIFEST_FILE, Manifest
+from ptfactory.storage.versions import DatasetStore
 
 __all__ = ["TrainingData", "load_training_data", "to_trl"]
 

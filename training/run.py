@@ -21,10 +21,10 @@ from typing import Any
 
 from ptfactory import code_version
 from ptfactory.errors import UserInputError
-from storage.fs import atomic_write_text
-from storage.versions import DatasetStore
-from training.config import TrainConfig
-from training.data import TrainingData, load_training_data
+from ptfactory.storage.fs import atomic_write_text
+from ptfactory.storage.versions import DatasetStore
+from ptfactory.training.config import TrainConfig
+from ptfactory.training.data import TrainingData, load_training_data
 
 __all__ = ["TrainResult", "train"]
 
@@ -116,7 +116,7 @@ def train(config: TrainConfig, datasets: DatasetStore | None = None, say: Any = 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from engines.bundled import resolve_model_path
+    from ptfactory.engines.bundled import resolve_model_path
 
     if not config.output:
         raise UserInputError("no output folder: pass --output DIR")

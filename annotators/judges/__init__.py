@@ -1,9 +1,9 @@
 """The judge panel: LLM judges and non-LLM scorers behind one interface, and their aggregate."""
 
-from annotators.judges.base import Judge, JudgeStats, Vote
-from annotators.judges.llm import LLMJudge, parse_vote
-from annotators.judges.panel import Aggregate, Panel, aggregate, krippendorff_alpha
-from annotators.judges.scorers import ExecutionJudge, RelevanceJudge
+from ptfactory.annotators.judges.base import Judge, JudgeStats, Vote
+from ptfactory.annotators.judges.llm import LLMJudge, parse_vote
+from ptfactory.annotators.judges.panel import Aggregate, Panel, aggregate, krippendorff_alpha
+from ptfactory.annotators.judges.scorers import ExecutionJudge, RelevanceJudge
 
 __all__ = [
     "Aggregate",

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from annotators.judges.base import Judge, Vote, prompt_and_response
-from engines.base import Engine, SamplingParams
-from generators.prompts import Template
-from generators.prompts import template as load_template
+from ptfactory.annotators.judges.base import Judge, Vote, prompt_and_response
+from ptfactory.engines.base import Engine, SamplingParams
+from ptfactory.generators.prompts import Template
+from ptfactory.generators.prompts import template as load_template
 
 __all__ = ["VOTE_SCHEMA", "LLMJudge", "parse_vote"]
 

@@ -12,8 +12,8 @@ import krippendorff
 import numpy as np
 import pyarrow as pa
 
-from annotators.judges.base import Judge, Vote
-from storage.schema import add_decision, live_rows, set_score
+from ptfactory.annotators.judges.base import Judge, Vote
+from ptfactory.storage.schema import add_decision, live_rows, set_score
 
 __all__ = ["Aggregate", "Panel", "aggregate", "krippendorff_alpha"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from annotators.judges.base import Judge, Vote, prompt_and_response
+from ptfactory.annotators.judges.base import Judge, Vote, prompt_and_response
 
 __all__ = ["ExecutionJudge", "RelevanceJudge"]
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from annotators.labelstudio.configs import LABEL_CONFIGS, project_title
+from ptfactory.annotators.labelstudio.configs import LABEL_CONFIGS, project_title
 from ptfactory.errors import AnnotationError
 
 __all__ = ["LabelStudioClient", "ls_time"]

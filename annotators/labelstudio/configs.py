@@ -1,7 +1,7 @@
 """Labeling configs: one review queue (one Label Studio project) per sample kind.
 
 Every config shows the instruction, the response(s) and the judges' opinions in plain text, and
-asks for a verdict; names of the controls are what :mod:`annotators.labelstudio.results` reads.
+asks for a verdict; names of the controls are what :mod:`ptfactory.annotators.labelstudio.results` reads.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from ptfactory.errors import AnnotationError
-from storage.fs import atomic_write_text
+from ptfactory.storage.fs import atomic_write_text
 
 __all__ = [
     "LABEL_STUDIO_VERSION",

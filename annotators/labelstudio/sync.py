@@ -18,11 +18,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from annotators.labelstudio.client import LabelStudioClient, ls_time
-from annotators.labelstudio.configs import QUEUES
-from annotators.labelstudio.ledger import Event, Ledger
-from annotators.labelstudio.tasks import queue_of, to_task
-from storage.schema import dropped_mask
+from ptfactory.annotators.labelstudio.client import LabelStudioClient, ls_time
+from ptfactory.annotators.labelstudio.configs import QUEUES
+from ptfactory.annotators.labelstudio.ledger import Event, Ledger
+from ptfactory.annotators.labelstudio.tasks import queue_of, to_task
+from ptfactory.storage.schema import dropped_mask
 
 __all__ = ["PullResult", "PushResult", "pull", "push", "review_rows"]
 

@@ -6,10 +6,10 @@ MinHash signatures → LSH banding (bands/rows from the threshold, as datasketch
 An exact-duplicate pass (hash of the normalized text) runs first.
 """
 
-from filters.dedup.core import DedupConfig, DedupResult, compute_signatures, deduplicate
-from filters.dedup.files import dedup_parquet
-from filters.dedup.index import PublishedIndex
-from filters.dedup.samples import DedupStats, dedup_samples
+from ptfactory.filters.dedup.core import DedupConfig, DedupResult, compute_signatures, deduplicate
+from ptfactory.filters.dedup.files import dedup_parquet
+from ptfactory.filters.dedup.index import PublishedIndex
+from ptfactory.filters.dedup.samples import DedupStats, dedup_samples
 
 __all__ = [
     "DedupConfig",

@@ -14,8 +14,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from filters.dedup.lsh import band_keys, candidate_pairs, estimated_jaccard, optimal_bands, union_find
-from filters.dedup.minhash import EMPTY, shingle_hashes, signatures, words
+from ptfactory.filters.dedup.lsh import (
+    band_keys,
+    candidate_pairs,
+    estimated_jaccard,
+    optimal_bands,
+    union_find,
+)
+from ptfactory.filters.dedup.minhash import EMPTY, shingle_hashes, signatures, words
 
 # 128 agreeing-or-not positions estimate J with a standard deviation of at most ~0.044; beyond
 # three of those from the threshold the estimate's verdict is as good as the exact one's.

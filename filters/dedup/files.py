@@ -10,7 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from filters.dedup.core import (
+from ptfactory.errors import UserInputError
+from ptfactory.filters.dedup.core import (
     DedupConfig,
     DedupResult,
     Hashed,
@@ -19,7 +20,6 @@ from filters.dedup.core import (
     compute_signatures,
     deduplicate,
 )
-from ptfactory.errors import UserInputError
 
 __all__ = ["dedup_parquet"]
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from filters.dedup.core import DedupConfig
-from filters.dedup.lsh import band_keys, estimated_jaccard
 from ptfactory.errors import ConfigError
-from storage.duck import connect
+from ptfactory.filters.dedup.core import DedupConfig
+from ptfactory.filters.dedup.lsh import band_keys, estimated_jaccard
+from ptfactory.storage.duck import connect
 
 __all__ = ["PublishedIndex"]
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from filters.dedup.core import DedupConfig, deduplicate
-from filters.dedup.index import PublishedIndex
-from storage.schema import add_decision, dropped_mask, row_texts, set_score
+from ptfactory.filters.dedup.core import DedupConfig, deduplicate
+from ptfactory.filters.dedup.index import PublishedIndex
+from ptfactory.storage.schema import add_decision, dropped_mask, row_texts, set_score
 
 __all__ = ["DedupStats", "dedup_samples"]
 

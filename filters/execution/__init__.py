@@ -1,10 +1,10 @@
 """Execution validation: code samples are kept only if their solution passes its tests, run where
 hostile or broken code can do no harm (Docker, or a bubblewrap fallback that says so loudly)."""
 
-from filters.execution.base import Job, Sandbox
-from filters.execution.limits import STATUSES, ExecResult, Limits
-from filters.execution.select import backend_status, open_sandbox
-from filters.execution.validate import ValidationStats, validate_parquet, validate_samples
+from ptfactory.filters.execution.base import Job, Sandbox
+from ptfactory.filters.execution.limits import STATUSES, ExecResult, Limits
+from ptfactory.filters.execution.select import backend_status, open_sandbox
+from ptfactory.filters.execution.validate import ValidationStats, validate_parquet, validate_samples
 
 __all__ = [
     "STATUSES",

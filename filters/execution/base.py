@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from filters.execution.limits import ExecResult, Limits
+from ptfactory.filters.execution.limits import ExecResult, Limits
 
 __all__ = ["Job", "Sandbox"]
 

@@ -20,9 +20,9 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from filters.execution.base import Sandbox
-from filters.execution.limits import ExecResult, Limits, tail
 from ptfactory.errors import SandboxError
+from ptfactory.filters.execution.base import Sandbox
+from ptfactory.filters.execution.limits import ExecResult, Limits, tail
 
 __all__ = ["BwrapSandbox", "bwrap_available"]
 

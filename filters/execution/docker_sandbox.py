@@ -5,7 +5,7 @@ swap capped together, a pids cap, a CPU quota, uid nobody, every capability drop
 ``no-new-privileges``, and an environment of three variables (never the host's). A job gets a
 fresh directory in a warm container, runs under an in-container ``timeout -s KILL`` with an
 outer watchdog, and is cleaned up after (every process it left is killed, its directory
-removed). Jobs reach a container through one long-lived runner (:mod:`filters.execution.runner`)
+removed). Jobs reach a container through one long-lived runner (:mod:`ptfactory.filters.execution.runner`)
 over the attached stdin/stdout of a single ``docker exec``, not one exec per job. A container is recycled after ``jobs_per_container`` jobs or after any violation
 (timeout, OOM, output flood, sandbox error).
 """
@@ -23,10 +23,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from filters.execution.base import Sandbox
-from filters.execution.image import IMAGE, find_image
-from filters.execution.limits import ExecResult, Limits, tail
 from ptfactory.errors import SandboxError
+from ptfactory.filters.execution.base import Sandbox
+from ptfactory.filters.execution.image import IMAGE, find_image
+from ptfactory.filters.execution.limits import ExecResult, Limits, tail
 
 __all__ = ["DockerSandbox", "docker_client"]
 

@@ -1,6 +1,6 @@
 """The job runner that lives in each warm sandbox container (stdlib only; Python 3.11 in the image).
 
-Never imported on the host: :mod:`filters.execution.docker_sandbox` sends this file's source into
+Never imported on the host: :mod:`ptfactory.filters.execution.docker_sandbox` sends this file's source into
 the container, where it runs as uid nobody under one long-lived ``docker exec`` and takes jobs as
 JSON lines on stdin, answering each with one JSON line on stdout. That saves a ``docker exec``
 (an HTTP round trip, a runc namespace join and an inspect) per job, which was most of a job's cost.

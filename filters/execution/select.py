@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from filters.execution.base import Sandbox
-from filters.execution.limits import Limits
 from ptfactory.errors import SandboxError
+from ptfactory.filters.execution.base import Sandbox
+from ptfactory.filters.execution.limits import Limits
 
 __all__ = ["BackendStatus", "backend_status", "open_sandbox"]
 
@@ -25,9 +25,9 @@ class BackendStatus:
 
 
 def backend_status() -> BackendStatus:
-    from filters.execution.bwrap_sandbox import bwrap_available
-    from filters.execution.docker_sandbox import docker_client
-    from filters.execution.image import find_image
+    from ptfactory.filters.execution.bwrap_sandbox import bwrap_available
+    from ptfactory.filters.execution.docker_sandbox import docker_client
+    from ptfactory.filters.execution.image import find_image
 
     try:
         client = docker_client()
@@ -45,7 +45,7 @@ def backend_status() -> BackendStatus:
 def open_sandbox(limits: Limits | None = None, workers: int | None = None, backend: str = "auto") -> Sandbox:
     """The best sandbox available (``backend``: auto | docker | bwrap)."""
     if backend in ("auto", "docker"):
-        from filters.execution.docker_sandbox import DockerSandbox, docker_client
+        from ptfactory.filters.execution.docker_sandbox import DockerSandbox, docker_client
 
         try:
             client = docker_client()
@@ -54,7 +54,7 @@ def open_sandbox(limits: Limits | None = None, workers: int | None = None, backe
                 raise
         else:  # an engine answers: use it (a missing image is an error to fix, not a reason to fall back)
             return DockerSandbox(limits, workers, client=client)
-    from filters.execution.bwrap_sandbox import BwrapSandbox
+    from ptfactory.filters.execution.bwrap_sandbox import BwrapSandbox
 
     sandbox = BwrapSandbox(limits, workers)
     print(WARNING, file=sys.stderr)

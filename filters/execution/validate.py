@@ -12,11 +12,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from filters.execution.base import Job, Sandbox
-from filters.execution.limits import ExecResult, Limits
-from filters.execution.programs import extract_solution, program
 from ptfactory.errors import UserInputError
-from storage.schema import add_decision, dropped_mask, set_score
+from ptfactory.filters.execution.base import Job, Sandbox
+from ptfactory.filters.execution.limits import ExecResult, Limits
+from ptfactory.filters.execution.programs import extract_solution, program
+from ptfactory.storage.schema import add_decision, dropped_mask, set_score
 
 __all__ = ["ValidationStats", "validate_parquet", "validate_samples"]
 

@@ -6,11 +6,11 @@ import json
 
 import pyarrow as pa
 
-from annotators.curation import curate
-from annotators.labelstudio.ledger import EVENT_SCHEMA
-from annotators.labelstudio.results import Label, combine, parse_result
-from annotators.labelstudio.tasks import to_task
-from storage.schema import add_decision
+from ptfactory.annotators.curation import curate
+from ptfactory.annotators.labelstudio.ledger import EVENT_SCHEMA
+from ptfactory.annotators.labelstudio.results import Label, combine, parse_result
+from ptfactory.annotators.labelstudio.tasks import to_task
+from ptfactory.storage.schema import add_decision
 from tests.conftest import make_rows
 
 
@@ -136,7 +136,7 @@ def _answer(prompt: str, answer: str, kind: str = "sft", **scores: object) -> di
 
 
 def test_auto_pairs_from_execution_and_judge_margins() -> None:
-    from annotators.pairs import auto_pairs
+    from ptfactory.annotators.pairs import auto_pairs
 
     failed = _answer("def f", "bad code", "code", execution={"status": "failed"})
     failed["decisions"].append(

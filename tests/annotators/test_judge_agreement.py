@@ -6,13 +6,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.scoring import judged_samples
-from filters.execution.docker_sandbox import DockerSandbox
-from filters.execution.limits import Limits
-from filters.execution.validate import validate_samples
-from pipelines.resources import FactoryResource, SampleIOManager
-from storage.assetstore import AssetStore
-from storage.schema import from_records, sample_id
+from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.scoring import judged_samples
+from ptfactory.filters.execution.docker_sandbox import DockerSandbox
+from ptfactory.filters.execution.limits import Limits
+from ptfactory.filters.execution.validate import validate_samples
+from ptfactory.storage.assetstore import AssetStore
+from ptfactory.storage.schema import from_records, sample_id
 from tests.filters.test_execution import humaneval
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -50,7 +50,7 @@ def test_judge_vs_execution_agreement_is_reported(home: Path, tmp_path: Path, sm
     config.write_text(f"engines:\n  generator: {{model: {smollm2}}}\n")
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("batch", ["he"])
-    from pipelines.partitions import batch_partitions
+    from ptfactory.assets.partitions import batch_partitions
 
     upstream = dg.AssetSpec(
         "difficulty_scored",

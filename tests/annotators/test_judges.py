@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from annotators.judges import (
+from ptfactory.annotators.judges import (
     ExecutionJudge,
     LLMJudge,
     Panel,
@@ -17,9 +17,9 @@ from annotators.judges import (
     krippendorff_alpha,
     parse_vote,
 )
-from engines.base import Completion, Conversation, Engine, SamplingParams
-from engines.transformers_engine import TransformersEngine
-from storage.schema import from_records, sample_id
+from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams
+from ptfactory.engines.transformers_engine import TransformersEngine
+from ptfactory.storage.schema import from_records, sample_id
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,8 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from annotators.routing import RoutingConfig, route
-from storage.schema import from_records, sample_id
+from ptfactory.annotators.routing import RoutingConfig, route
+from ptfactory.storage.schema import from_records, sample_id
 
 
 def _table(scores: Iterable[tuple[float | None, float | None]]) -> pa.Table:

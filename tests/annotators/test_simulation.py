@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from annotators.judges import Panel, Vote
-from annotators.judges.base import Judge
-from annotators.routing import RoutingConfig, route
-from storage.schema import from_records, sample_id
+from ptfactory.annotators.judges import Panel, Vote
+from ptfactory.annotators.judges.base import Judge
+from ptfactory.annotators.routing import RoutingConfig, route
+from ptfactory.storage.schema import from_records, sample_id
 
 N = 2000
 THRESHOLD = 5.5  # truth: good if quality >= 5.5

@@ -4,8 +4,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engines.base import Completion, Conversation, Engine, SamplingParams
-from engines.cache import ResponseCache, request_key
+from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams
+from ptfactory.engines.cache import ResponseCache, request_key
 
 
 @dataclass

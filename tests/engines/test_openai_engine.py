@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engines.base import SamplingParams
-from engines.openai_engine import OpenAIEngine
+from ptfactory.engines.base import SamplingParams
+from ptfactory.engines.openai_engine import OpenAIEngine
 from ptfactory.errors import EngineError
 from tests.engines.servers import free_port, vllm_server
 

@@ -12,11 +12,11 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD = """
 import json, sys
 sys.path.insert(0, {repo!r})
-from engines.cache import ResponseCache
-from engines.transformers_engine import TransformersEngine
-from generators.config import SamplingConfig
-from generators.responses import generate_responses
-from storage.schema import from_records, sample_id
+from ptfactory.engines.cache import ResponseCache
+from ptfactory.engines.transformers_engine import TransformersEngine
+from ptfactory.generators.config import SamplingConfig
+from ptfactory.generators.responses import generate_responses
+from ptfactory.storage.schema import from_records, sample_id
 rows = []
 for i in range(40):
     messages = [{{"role": "user", "content": f"task number {{i}}: write a python function"}}]

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from engines.base import SamplingParams
-from engines.cache import ResponseCache
-from engines.transformers_engine import TransformersEngine
+from ptfactory.engines.base import SamplingParams
+from ptfactory.engines.cache import ResponseCache
+from ptfactory.engines.transformers_engine import TransformersEngine
 from ptfactory.errors import EngineError
 
 HELLO = [{"role": "user", "content": "hello"}]

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from engines.base import SamplingParams
-from engines.transformers_engine import TransformersEngine
-from engines.vllm_engine import VLLMEngine
+from ptfactory.engines.base import SamplingParams
+from ptfactory.engines.transformers_engine import TransformersEngine
+from ptfactory.engines.vllm_engine import VLLMEngine
 from ptfactory.errors import EngineError
 from tests.engines.servers import vllm_env, vllm_python
 

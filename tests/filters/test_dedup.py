@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from datasketch.lsh import _optimal_param
 
-from filters.dedup.core import DedupConfig, deduplicate
-from filters.dedup.lsh import optimal_bands, union_find
-from filters.dedup.minhash import normalized
+from ptfactory.filters.dedup.core import DedupConfig, deduplicate
+from ptfactory.filters.dedup.lsh import optimal_bands, union_find
+from ptfactory.filters.dedup.minhash import normalized
 from tests.filters.corpus import build, pair_scores
 
 
@@ -98,7 +98,7 @@ def test_streamed_file_with_bbit_signatures_stays_accurate(corpus, tmp_path) -> 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from filters.dedup.files import dedup_parquet
+    from ptfactory.filters.dedup.files import dedup_parquet
 
     source, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
     pq.write_table(pa.table({"text": corpus.texts}), source, row_group_size=700)  # several groups

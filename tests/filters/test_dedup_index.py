@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from filters.dedup.core import DedupConfig, compute_signatures
-from filters.dedup.index import PublishedIndex
 from ptfactory.errors import ConfigError
+from ptfactory.filters.dedup.core import DedupConfig, compute_signatures
+from ptfactory.filters.dedup.index import PublishedIndex
 from tests.filters.corpus import build
 
 CONFIG = DedupConfig()

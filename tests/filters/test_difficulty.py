@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from engines.base import Completion, Conversation, Engine, SamplingParams
-from engines.transformers_engine import TransformersEngine
-from filters.difficulty import DifficultyConfig, final_number, score_difficulty
-from filters.execution.docker_sandbox import DockerSandbox
-from filters.execution.limits import Limits
-from storage.schema import from_records, sample_id, validate_table
+from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams
+from ptfactory.engines.transformers_engine import TransformersEngine
+from ptfactory.filters.difficulty import DifficultyConfig, final_number, score_difficulty
+from ptfactory.filters.execution.docker_sandbox import DockerSandbox
+from ptfactory.filters.execution.limits import Limits
+from ptfactory.storage.schema import from_records, sample_id, validate_table
 
 
 @pytest.mark.parametrize(

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from filters.execution.docker_sandbox import DockerSandbox
-from filters.execution.limits import Limits
-from filters.execution.programs import extract_solution, program
-from filters.execution.validate import validate_samples
-from storage.schema import from_records, sample_id, validate_table
+from ptfactory.filters.execution.docker_sandbox import DockerSandbox
+from ptfactory.filters.execution.limits import Limits
+from ptfactory.filters.execution.programs import extract_solution, program
+from ptfactory.filters.execution.validate import validate_samples
+from ptfactory.storage.schema import from_records, sample_id, validate_table
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,7 @@ def test_all_164_canonical_solutions_pass_and_mutants_fail() -> None:
     problems = humaneval()
     assert len(problems) == 164
     with DockerSandbox(Limits(timeout_s=10)) as sandbox:
-        from filters.execution.base import Job
+        from ptfactory.filters.execution.base import Job
 
         canonical = sandbox.run_many(
             [

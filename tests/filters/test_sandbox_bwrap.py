@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from filters.execution.bwrap_sandbox import BwrapSandbox
-from filters.execution.limits import Limits
-from filters.execution.select import WARNING, backend_status, open_sandbox
+from ptfactory.filters.execution.bwrap_sandbox import BwrapSandbox
+from ptfactory.filters.execution.limits import Limits
+from ptfactory.filters.execution.select import WARNING, backend_status, open_sandbox
 
 LIMITS = Limits(timeout_s=3, memory_mb=256, pids=64, output_bytes=1 << 20)
 

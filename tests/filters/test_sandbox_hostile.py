@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from filters.execution.docker_sandbox import DockerSandbox
-from filters.execution.limits import Limits
+from ptfactory.filters.execution.docker_sandbox import DockerSandbox
+from ptfactory.filters.execution.limits import Limits
 
 pytestmark = pytest.mark.integration
 LIMITS = Limits(timeout_s=3, memory_mb=128, pids=32, output_bytes=1 << 20)

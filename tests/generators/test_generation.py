@@ -8,16 +8,16 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 
-from assets.generation import candidate_instructions, candidate_responses
-from assets.seeds import seed_tasks
-from engines.base import Completion, Conversation, Engine, SamplingParams
-from generators.config import GenerationConfig
-from generators.instructions import generate_instructions
-from generators.responses import generate_responses
-from generators.seeds import SeedTask, seeds_to_table
-from pipelines.resources import FactoryResource, SampleIOManager
-from storage.schema import dropped_mask, validate_table
-from storage.seedstore import SeedStore
+from ptfactory.assets.generation import candidate_instructions, candidate_responses
+from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.seeds import seed_tasks
+from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams
+from ptfactory.generators.config import GenerationConfig
+from ptfactory.generators.instructions import generate_instructions
+from ptfactory.generators.responses import generate_responses
+from ptfactory.generators.seeds import SeedTask, seeds_to_table
+from ptfactory.storage.schema import dropped_mask, validate_table
+from ptfactory.storage.seedstore import SeedStore
 
 SEEDS = [
     SeedTask(
@@ -95,7 +95,7 @@ def test_responses_sample_n_and_add_references() -> None:
         ),
         "b",
     )
-    from generators.config import SamplingConfig
+    from ptfactory.generators.config import SamplingConfig
 
     table, stats = generate_responses(instructions, seeds, engine, SamplingConfig(n=2, temperature=0.0))
     validate_table(table)
@@ -142,7 +142,7 @@ def test_generation_assets_with_the_tiny_model(tiny_model: Path, home: Path, tmp
     assert meta["completion_tokens"].value > 0
     assert meta["estimated_cost_usd"].value > 0
     assert 0 <= meta["cache_hit_rate"].value <= 1
-    from storage.assetstore import AssetStore
+    from ptfactory.storage.assetstore import AssetStore
 
     responses = AssetStore(str(home)).read("candidate_responses", "b1")
     sampled = [r for r in responses.to_pylist() if r["provenance"]["method"] == "response"]

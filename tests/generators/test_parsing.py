@@ -1,7 +1,7 @@
 import pytest
 
-from generators.novelty import NoveltyFilter, rouge_l
-from generators.records import parse_code_problem, parse_instruction
+from ptfactory.generators.novelty import NoveltyFilter, rouge_l
+from ptfactory.generators.records import parse_code_problem, parse_instruction
 
 
 @pytest.mark.parametrize(

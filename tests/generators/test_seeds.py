@@ -5,9 +5,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from generators.seeds import read_seeds, seeds_to_table
 from ptfactory.errors import SeedError
-from storage.schema import validate_table
+from ptfactory.generators.seeds import read_seeds, seeds_to_table
+from ptfactory.storage.schema import validate_table
 
 CODE = {
     "id": "c1",

@@ -14,13 +14,13 @@ import httpx
 import pyarrow as pa
 import pytest
 
-from annotators.labelstudio.client import LabelStudioClient
-from annotators.labelstudio.ledger import Ledger
-from annotators.labelstudio.server import LabelStudioServer
-from annotators.labelstudio.sync import pull
+from ptfactory.annotators.labelstudio.client import LabelStudioClient
+from ptfactory.annotators.labelstudio.ledger import Ledger
+from ptfactory.annotators.labelstudio.server import LabelStudioServer
+from ptfactory.annotators.labelstudio.sync import pull
 from ptfactory.errors import AnnotationError
-from storage.assetstore import AssetStore
-from storage.schema import from_records, sample_id
+from ptfactory.storage.assetstore import AssetStore
+from ptfactory.storage.schema import from_records, sample_id
 from tests.integration.conftest import LabelStudio
 
 pytestmark = pytest.mark.integration
@@ -185,9 +185,9 @@ def test_push_label_sense_curate(label_studio: LabelStudio, monkeypatch: pytest.
 
     expected = _expected_and_label(ls, table)
 
-    from pipelines.definitions import defs
-    from pipelines.resources import FactoryResource
-    from pipelines.sensors import human_labels_sensor
+    from ptfactory.assets.resources import FactoryResource
+    from ptfactory.pipelines.definitions import defs
+    from ptfactory.pipelines.sensors import human_labels_sensor
 
     factory = FactoryResource(config_path=str(ls.root / "factory.yaml"))
     instance = dg.DagsterInstance.get()
@@ -355,8 +355,8 @@ def test_train_on_what_the_pipeline_published(
 def test_review_queue_catches_up_when_label_studio_is_back(
     label_studio: LabelStudio, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipelines.resources import FactoryResource
-    from pipelines.sensors import human_labels_sensor
+    from ptfactory.assets.resources import FactoryResource
+    from ptfactory.pipelines.sensors import human_labels_sensor
     from tests.integration.conftest import free_port
 
     ls = label_studio

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from storage.assetstore import AssetStore
+from ptfactory.storage.assetstore import AssetStore
 from tests.integration.conftest import ARTIFACTS, LabelStudio, launch_chromium
 from tests.integration.test_labelstudio import _routed_rows, _stage
 

@@ -128,7 +128,7 @@ def test_ui_serves_the_asset_graph_and_stops_on_sigterm(project: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PTF_HOME", "DAGSTER_HOME")}
     env["PTF_TEST_MARK"] = f"ptf-ui-port={port}"  # inherited by every child: lets us find stragglers
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines", "ui", "--port", str(port)],
+        [sys.executable, "-m", "ptfactory", "ui", "--port", str(port)],
         cwd=project,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -77,7 +77,7 @@ def test_instruction_only_rows_are_left_out_with_a_reason(ptf: Ptf, seeds_file: 
 
 
 def _instruction_only_id(seeds_file: Path) -> str:
-    from generators.seeds import read_seeds
+    from ptfactory.generators.seeds import read_seeds
 
     return next(t.sample_id for t in read_seeds(seeds_file) if t.response is None)
 

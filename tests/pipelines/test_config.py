@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.config import FactoryConfig, load_config, parse_config
+from ptfactory.config import FactoryConfig, load_config, parse_config
 from ptfactory.errors import ConfigError
 
 

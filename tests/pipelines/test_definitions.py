@@ -6,19 +6,19 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 
-from assets.annotation import curated_samples, human_labels
-from assets.datasets import preference_dataset, sft_dataset
-from assets.dedup import deduplicated_samples
-from assets.execution import execution_validated
-from assets.generation import candidate_instructions, candidate_responses
-from assets.scoring import difficulty_scored, judged_samples, routed_samples
-from assets.seeds import seed_tasks
-from pipelines.definitions import defs
-from pipelines.resources import FactoryResource, SampleIOManager
-from storage.assetstore import AssetStore
-from storage.schema import dropped_mask
-from storage.seedstore import SeedStore
-from storage.versions import DatasetStore
+from ptfactory.assets.annotation import curated_samples, human_labels
+from ptfactory.assets.datasets import preference_dataset, sft_dataset
+from ptfactory.assets.dedup import deduplicated_samples
+from ptfactory.assets.execution import execution_validated
+from ptfactory.assets.generation import candidate_instructions, candidate_responses
+from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.scoring import difficulty_scored, judged_samples, routed_samples
+from ptfactory.assets.seeds import seed_tasks
+from ptfactory.pipelines.definitions import defs
+from ptfactory.storage.assetstore import AssetStore
+from ptfactory.storage.schema import dropped_mask
+from ptfactory.storage.seedstore import SeedStore
+from ptfactory.storage.versions import DatasetStore
 
 
 def test_definitions_load_with_one_factory_job() -> None:

@@ -15,12 +15,12 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from assets.dedup import deduplicated_samples
-from assets.generation import candidate_instructions, candidate_responses
-from assets.seeds import seed_tasks
-from pipelines.resources import FactoryResource, SampleIOManager
-from storage.assetstore import AssetStore
-from storage.seedstore import SeedStore
+from ptfactory.assets.dedup import deduplicated_samples
+from ptfactory.assets.generation import candidate_instructions, candidate_responses
+from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.seeds import seed_tasks
+from ptfactory.storage.assetstore import AssetStore
+from ptfactory.storage.seedstore import SeedStore
 from tests.conftest import REPO
 from tests.pipelines.test_definitions import GRAPH
 
@@ -45,7 +45,7 @@ SEEDS = {
 
 def multiprocess_job() -> dg.JobDefinition:
     """Module-level, so the executor's step processes can rebuild it (``dg.reconstructable``)."""
-    from pipelines.definitions import defs
+    from ptfactory.pipelines.definitions import defs
 
     job = dg.define_asset_job(
         "mp_up_to_dedup",

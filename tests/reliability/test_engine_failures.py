@@ -15,10 +15,10 @@ from typing import ClassVar
 import pyarrow as pa
 import pytest
 
-from engines.openai_engine import OpenAIEngine
-from generators.config import SamplingConfig
-from generators.responses import generate_responses
-from storage.schema import from_records, sample_id
+from ptfactory.engines.openai_engine import OpenAIEngine
+from ptfactory.generators.config import SamplingConfig
+from ptfactory.generators.responses import generate_responses
+from ptfactory.storage.schema import from_records, sample_id
 
 
 class _Server(BaseHTTPRequestHandler):

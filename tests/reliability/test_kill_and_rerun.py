@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.assetstore import AssetStore
-from storage.versions import DatasetStore
+from ptfactory.storage.assetstore import AssetStore
+from ptfactory.storage.versions import DatasetStore
 from tests.conftest import PTF, REPO, fast_factory_yaml
 
 pytestmark = pytest.mark.integration

@@ -7,13 +7,13 @@ import sys
 import time
 from pathlib import Path
 
-from storage.versions import DatasetStore
+from ptfactory.storage.versions import DatasetStore
 
 CHILD = """
 import os, sys
 sys.path.insert(0, {repo!r})
 from tests.conftest import make_rows
-from storage.versions import DatasetStore
+from ptfactory.storage.versions import DatasetStore
 import pyarrow as pa
 table = pa.concat_tables([make_rows(1000, start=i * 1000) for i in range(20)])
 print("ready", flush=True)

@@ -8,7 +8,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from storage.versions import DatasetStore
+from ptfactory.storage.versions import DatasetStore
 
 
 @pytest.fixture

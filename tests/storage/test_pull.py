@@ -5,8 +5,8 @@ import pyarrow as pa
 import pytest
 
 from ptfactory.errors import ShardIntegrityError
-from storage.pull import pull
-from storage.versions import DatasetStore
+from ptfactory.storage.pull import pull
+from ptfactory.storage.versions import DatasetStore
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ import pyarrow as pa
 import pytest
 
 from ptfactory.errors import SchemaError
-from storage.schema import (
+from ptfactory.storage.schema import (
     SAMPLE_SCHEMA,
     add_decision,
     conform,

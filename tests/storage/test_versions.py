@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ptfactory.errors import DatasetRefError, PublishError, SchemaError
-from storage.versions import DatasetStore, parse_ref
+from ptfactory.storage.versions import DatasetStore, parse_ref
 
 
 def _publish(store: DatasetStore, table: pa.Table, **kw: object) -> object:

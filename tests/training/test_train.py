@@ -9,12 +9,12 @@ import pyarrow as pa
 import pytest
 import torch
 
-from storage.schema import from_records, sample_id
-from storage.split import split_table
-from storage.versions import DatasetStore
+from ptfactory.storage.schema import from_records, sample_id
+from ptfactory.storage.split import split_table
+from ptfactory.storage.versions import DatasetStore
+from ptfactory.training.config import TrainConfig
+from ptfactory.training.run import train
 from tests.conftest import make_rows
-from training.config import TrainConfig
-from training.run import train
 
 
 def _preference_rows(count: int) -> pa.Table:
@@ -111,8 +111,8 @@ def test_train_sft_job_runs_from_dagster(
 ) -> None:
     import dagster as dg
 
-    from pipelines.definitions import defs
-    from pipelines.resources import FactoryResource
+    from ptfactory.assets.resources import FactoryResource
+    from ptfactory.pipelines.definitions import defs
 
     job = defs.resolve_job_def("train_sft")
     with dg.DagsterInstance.ephemeral() as instance:

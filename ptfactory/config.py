@@ -14,32 +14,29 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
-from annotators.routing import RoutingConfig
-from engines.spec import EngineSpec
-from filters.dedup.core import DedupConfig
-from filters.difficulty import DifficultyConfig
-from filters.execution.limits import Limits
-from generators.config import GenerationConfig
+from ptfactory.annotators.routing import RoutingConfig
+from ptfactory.engines.spec import EngineSpec
 from ptfactory.errors import ConfigError
+from ptfactory.filters.dedup.core import DedupConfig
+from ptfactory.filters.difficulty import DifficultyConfig
+from ptfactory.filters.execution.limits import Limits
+from ptfactory.generators.config import GenerationConfig
+from ptfactory.section import Section
 
 __all__ = ["DatasetsConfig", "EnginesConfig", "FactoryConfig", "SeedsConfig", "StorageConfig", "load_config"]
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SeedsConfig(_Section):
+class SeedsConfig(Section):
     max_field_chars: int = Field(100_000, gt=0, description="longest text allowed in one seed field")
 
 
-class StorageConfig(_Section):
+class StorageConfig(Section):
     shard_rows: int = Field(50_000, gt=0, description="rows per Parquet shard of a published version")
 
 
-class DatasetsConfig(_Section):
+class DatasetsConfig(Section):
     sft: str = Field("sft", description="name of the SFT dataset")
     preference: str = Field("preference", description="name of the preference (DPO) dataset")
     pair_margin: float = Field(
@@ -50,7 +47,7 @@ class DatasetsConfig(_Section):
     )
 
 
-class DedupSection(_Section):
+class DedupSection(Section):
     threshold: float = Field(
         0.8, gt=0, le=1, description="Jaccard of word n-gram sets that makes a duplicate"
     )
@@ -63,7 +60,7 @@ class DedupSection(_Section):
         return DedupConfig(threshold=self.threshold, num_perm=self.num_perm, ngram=self.ngram, seed=self.seed)
 
 
-class SandboxSection(_Section):
+class SandboxSection(Section):
     backend: Literal["auto", "docker", "bwrap"] = Field(
         "auto", description="auto: Docker if an engine answers"
     )
@@ -85,7 +82,7 @@ class SandboxSection(_Section):
         )
 
 
-class EnginesConfig(_Section):
+class EnginesConfig(Section):
     generator: EngineSpec = EngineSpec()
     student: EngineSpec = Field(
         EngineSpec(), description="answers k times for pass-rate difficulty; scores IFD"
@@ -100,7 +97,7 @@ def _default_methods() -> dict[Kind, Method]:
     return {"code": "pass_rate", "sft": "ifd", "preference": "none"}
 
 
-class DifficultySection(_Section):
+class DifficultySection(Section):
     methods: dict[Kind, Method] = Field(default_factory=_default_methods)
     k: int = Field(4, ge=1, le=64, description="student attempts per row (pass_rate)")
     max_pass_rate: float = Field(0.75, ge=0, le=1, description="above: too_easy")
@@ -121,7 +118,7 @@ class DifficultySection(_Section):
         )
 
 
-class JudgeSpec(_Section):
+class JudgeSpec(Section):
     name: str = Field(pattern=r"^[a-z0-9_-]{1,40}$")
     type: Literal["llm", "relevance", "execution"] = "llm"
     engine: EngineSpec | None = Field(None, description="llm judges: the engine and model")
@@ -137,7 +134,7 @@ def _default_judges() -> list[JudgeSpec]:
     ]
 
 
-class RoutingSection(_Section):
+class RoutingSection(Section):
     accept_at: float = Field(7.0, ge=1, le=10, description="auto-accept at or above this judge mean...")
     max_spread: float = Field(3.0, ge=0, le=9, description="...when the judges disagree by at most this")
     reject_at: float = Field(3.0, ge=1, le=10, description="auto-reject at or below this judge mean")
@@ -148,7 +145,7 @@ class RoutingSection(_Section):
         return RoutingConfig(self.accept_at, self.max_spread, self.reject_at, self.review_budget, self.silent)
 
 
-class AnnotationSection(_Section):
+class AnnotationSection(Section):
     url: str | None = Field(
         None,
         description="an existing Label Studio (its token in token_env); default: the one `ptf annotate up` runs",
@@ -160,7 +157,7 @@ class AnnotationSection(_Section):
     pull_page: int = Field(100, gt=0, le=1000, description="tasks per page when pulling annotations")
 
 
-class FactoryConfig(_Section):
+class FactoryConfig(Section):
     seeds: SeedsConfig = SeedsConfig()
     storage: StorageConfig = StorageConfig()
     datasets: DatasetsConfig = DatasetsConfig()

@@ -14,18 +14,18 @@ import dagster as dg
 import pyarrow as pa
 from pydantic import PrivateAttr
 
-from annotators.judges import ExecutionJudge, Judge, LLMJudge, Panel, RelevanceJudge
-from annotators.labelstudio.client import LabelStudioClient
-from annotators.labelstudio.ledger import Ledger
-from annotators.labelstudio.server import LabelStudioServer
-from engines.base import Engine
-from engines.spec import EngineSpec, build_engine
-from filters.dedup.index import PublishedIndex
-from pipelines.config import FactoryConfig, load_config
+from ptfactory.annotators.judges import ExecutionJudge, Judge, LLMJudge, Panel, RelevanceJudge
+from ptfactory.annotators.labelstudio.client import LabelStudioClient
+from ptfactory.annotators.labelstudio.ledger import Ledger
+from ptfactory.annotators.labelstudio.server import LabelStudioServer
+from ptfactory.config import FactoryConfig, load_config
+from ptfactory.engines.base import Engine
+from ptfactory.engines.spec import EngineSpec, build_engine
+from ptfactory.filters.dedup.index import PublishedIndex
 from ptfactory.home import is_local_url, local_state_dir, project_root, ptf_home
-from storage.assetstore import AssetStore
-from storage.seedstore import SeedStore
-from storage.versions import DatasetStore
+from ptfactory.storage.assetstore import AssetStore
+from ptfactory.storage.seedstore import SeedStore
+from ptfactory.storage.versions import DatasetStore
 
 __all__ = ["FactoryResource", "SampleIOManager"]
 
@@ -103,7 +103,7 @@ class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         published rows are checked against."""
         from transformers import AutoTokenizer
 
-        from engines.bundled import resolve_model_path
+        from ptfactory.engines.bundled import resolve_model_path
 
         spec = self.config.engines.generator
         model = spec.model if spec.backend != "openai" else "bundled"

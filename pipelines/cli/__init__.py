@@ -1,0 +1,72 @@
+"""``ptf``: the factory's command line, one module per command group.
+
+=============  ===========================================================
+module         commands
+=============  ===========================================================
+``run``        ``ptf run``
+``datasets``   ``ptf datasets list|show|tag|reindex``
+``pull``       ``ptf pull``, ``ptf lineage``
+``files``      ``ptf dedup``, ``ptf validate``
+``sandbox``    ``ptf sandbox build|run``
+``annotate``   ``ptf annotate up|down|status|adduser|push|pull``
+``train``      ``ptf train``
+``ui``         ``ptf ui``, ``ptf doctor``
+=============  ===========================================================
+
+Exit codes: 0 ok, 1 failure, 2 bad input (a usage error or a :class:`UserInputError`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from ptfactory.errors import FactoryError
+from ptfactory.pipelines.cli._app import app, err
+
+# The command modules register themselves on `app` when imported, in the order `ptf --help` lists
+# them (the groups datasets, sandbox and annotate come after the plain commands).
+# isort: off
+from ptfactory.pipelines.cli import run, datasets, pull, files, sandbox, annotate, train, ui
+# isort: on
+
+__all__ = ["app", "main"]
+
+_COMMANDS = (run, datasets, pull, files, sandbox, annotate, train, ui)
+
+
+def _click_errors() -> tuple[type[BaseException], ...]:
+    """The ClickException classes typer raises: its vendored copy where it has one, else click's."""
+    import click
+
+    found: list[type[BaseException]] = [click.ClickException]
+    try:
+        from typer._click import exceptions as vendored  # type: ignore[import-not-found,unused-ignore]
+
+        found.append(vendored.ClickException)
+    except ImportError:
+        pass
+    return tuple(found)
+
+
+def main() -> None:
+    """Console entry point: FactoryErrors become one red line and their exit code; usage errors
+    print the usage line and the reason and exit 2; never a traceback for either."""
+    try:
+        code = app(standalone_mode=False, prog_name="ptf")
+    except FactoryError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except Exception as exc:
+        if isinstance(exc, _click_errors()):
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+        raise
+    # click returns the code of a typer.Exit instead of raising it when not standalone
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,131 @@
+"""``ptf annotate``: Label Studio up/down/status, annotators, push review queues, pull labels."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ptfactory.pipelines.cli._app import ConfigOpt, annotate_app, config_path, err, out, print_json
+
+
+def _label_studio(config: Path, port: int | None) -> Any:
+    from ptfactory.annotators.labelstudio.server import LabelStudioServer
+    from ptfactory.config import load_config
+    from ptfactory.home import local_state_dir
+
+    section = load_config(config_path(config)).annotation
+    return LabelStudioServer(local_state_dir(), port=port or section.port)
+
+
+_PortOpt = Annotated[int | None, typer.Option("--port", help="port (default: annotation.port, 8080)")]
+
+
+@annotate_app.command("up")
+def annotate_up(
+    config: ConfigOpt = Path("factory.yaml"),
+    port: _PortOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the status as JSON")] = False,
+) -> None:
+    """Start Label Studio on 127.0.0.1 (its own venv and data under .ptf/, made on first use) and
+    wait until its API answers. Idempotent: a running one is reused.
+
+    Login and API token: PTF_LS_USERNAME / PTF_LS_PASSWORD / PTF_LS_TOKEN, else generated once
+    into .ptf/annotation/credentials.json (mode 0600).
+    """
+    server = _label_studio(config, port)
+    server.up(say=lambda line: err.print(line, highlight=False))
+    status = server.status()
+    if as_json:
+        print_json(status)
+        return
+    creds = server.credentials()
+    out.print(f"Label Studio {status['version']} at [bold]{status['url']}[/] (pid {status['pid']})")
+    out.print(f"  login: {creds.username} / password in {server.credentials_file}")
+
+
+@annotate_app.command("down")
+def annotate_down(config: ConfigOpt = Path("factory.yaml"), port: _PortOpt = None) -> None:
+    """Stop the Label Studio that `ptf annotate up` started (and nothing else). Data is kept."""
+    server = _label_studio(config, port)
+    out.print("stopped" if server.down() else "not running (nothing ptf started)")
+
+
+@annotate_app.command("status")
+def annotate_status(
+    config: ConfigOpt = Path("factory.yaml"),
+    port: _PortOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Is our Label Studio running and answering; where are its data, log and credentials."""
+    status = _label_studio(config, port).status()
+    if as_json:
+        print_json(status)
+    else:
+        table = Table("field", "value")
+        for key, value in status.items():
+            table.add_row(key, str(value))
+        out.print(table)
+    raise typer.Exit(0 if status["answering"] else 1)
+
+
+@annotate_app.command("adduser")
+def annotate_adduser(
+    email: Annotated[str, typer.Argument(help="the annotator's email (their login)")],
+    config: ConfigOpt = Path("factory.yaml"),
+    port: _PortOpt = None,
+    password_env: Annotated[
+        str | None, typer.Option(help="env var holding the password; default: generate one")
+    ] = None,
+) -> None:
+    """Create (or update) a non-admin annotator account; its password and token go to the 0600
+    credentials file."""
+    if "@" not in email:
+        raise typer.BadParameter(f"{email!r} is not an email address", param_hint="EMAIL")
+    password = os.environ.get(password_env) if password_env else None
+    if password_env and not password:
+        raise typer.BadParameter(f"env var {password_env} is empty or unset", param_hint="--password-env")
+    server = _label_studio(config, port)
+    user = server.add_user(email, password)
+    out.print(f"annotator {user['email']} ready; password and token in {server.credentials_file}")
+
+
+@annotate_app.command("push")
+def annotate_push(
+    config: ConfigOpt = Path("factory.yaml"),
+    batch: Annotated[
+        list[str] | None, typer.Option("--batch", help="batch to push (repeat); default: all")
+    ] = None,
+) -> None:
+    """Push the rows routed to expert review into Label Studio (one project per kind, judges'
+    votes as pre-annotations). Idempotent: rows already pushed are not pushed again."""
+    from ptfactory.pipelines.annotate import push_batches
+
+    outcome = push_batches(config_path(config), batch or None)
+    created = existing = 0
+    for key, meta in outcome.metadata.items():
+        created += int(meta.get("tasks_created", 0))
+        existing += int(meta.get("already_pushed", 0))
+        for queue, url in (meta.get("projects") or {}).items():
+            out.print(f"{key}: {queue} queue at {url}")
+    out.print(f"{created} tasks created, {existing} already in Label Studio")
+
+
+@annotate_app.command("pull")
+def annotate_pull(config: ConfigOpt = Path("factory.yaml")) -> None:
+    """Pull new and changed annotations now (the sensor does this every 30 s under `ptf ui`), fold
+    them into curated_samples and republish the datasets."""
+    from ptfactory.pipelines.annotate import pull_and_curate
+
+    outcome = pull_and_curate(config_path(config))
+    pulled = outcome.pulled
+    if pulled is not None:
+        events = ", ".join(f"{n} {k}" for k, n in sorted(pulled.added.items())) or "no new events"
+        out.print(f"read {pulled.tasks_read} touched tasks: {events}")
+    for asset, meta in outcome.metadata.items():
+        if "version" in meta:
+            state = "published" if meta.get("created") else "unchanged, still"
+            out.print(f"{asset}: {state} {meta['version']} ({meta.get('dagster/row_count')} rows)")

@@ -1,0 +1,78 @@
+"""``ptf train``: TRL SFT / DPO on a pinned dataset version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ptfactory.pipelines.cli._app import app, err, out, print_json, user_path
+
+
+@app.command()
+def train(
+    kind: Annotated[str, typer.Argument(help="sft or dpo", metavar="sft|dpo")],
+    dataset: Annotated[
+        str | None, typer.Option(help="NAME@VERSION to train on; default: sft@latest / preference@latest")
+    ] = None,
+    model: Annotated[
+        str, typer.Option(help="a model folder, or 'bundled' (SmolLM2-135M-Instruct)")
+    ] = "bundled",
+    output: Annotated[Path | None, typer.Option(help="where the model and ptf_lineage.json go")] = None,
+    max_steps: Annotated[int, typer.Option(help="optimizer steps")] = 20,
+    learning_rate: Annotated[float, typer.Option(help="peak learning rate (linear decay)")] = 5e-5,
+    batch_size: Annotated[int, typer.Option(help="examples per device per step")] = 4,
+    grad_accum: Annotated[int, typer.Option(help="gradient accumulation steps")] = 1,
+    max_length: Annotated[int, typer.Option(help="tokens per example (longer ones are truncated)")] = 1024,
+    beta: Annotated[float, typer.Option(help="DPO: strength of the KL anchor to the reference model")] = 0.1,
+    seed: Annotated[int, typer.Option(help="seed for shuffling and initialisation")] = 0,
+    bf16: Annotated[bool, typer.Option("--bf16", help="train in bfloat16 (GPUs)")] = False,
+    eval_loss: Annotated[
+        bool, typer.Option("--eval-loss/--no-eval-loss", help="loss on train/validation before and after")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="print the lineage as JSON")] = False,
+) -> None:
+    """Train with TRL (SFTTrainer / DPOTrainer) on a pinned dataset version, sha256-verified first.
+
+    Writes the model, tokenizer and ptf_lineage.json (dataset, version, manifest sha256, config,
+    metrics) to --output and records the run in the catalog (`ptf datasets show NAME@VERSION`).
+    On GPUs: --bf16, and `accelerate launch --config_file training/accelerate/ddp.yaml -m ptfactory
+    train ...` for several (see docs/training.md).
+    """
+    from ptfactory.training.config import TrainConfig
+    from ptfactory.training.run import train as run_training
+
+    if kind not in ("sft", "dpo"):
+        raise typer.BadParameter(f"{kind!r} is not a kind of training; use sft or dpo", param_hint="KIND")
+    if output is None:
+        raise typer.BadParameter("where should the model go? pass --output DIR", param_hint="--output")
+    config = TrainConfig(
+        kind=kind,  # type: ignore[arg-type]
+        dataset=dataset or ("sft@latest" if kind == "sft" else "preference@latest"),
+        model=model,
+        output=str(user_path(output)),
+        max_steps=max_steps,
+        learning_rate=learning_rate,
+        batch_size=batch_size,
+        grad_accum=grad_accum,
+        max_length=max_length,
+        beta=beta,
+        seed=seed,
+        bf16=bf16,
+        eval_loss=eval_loss,
+    )
+    result = run_training(config, say=lambda line: err.print(line, highlight=False))
+    if as_json:
+        print_json(result.lineage)
+        return
+    m = result.metrics
+    loss = (
+        f"train loss {m['train_loss_before']:.4f} -> {m['train_loss_after']:.4f}"
+        if "train_loss_before" in m and "train_loss_after" in m
+        else f"mean train loss {m['train_loss_mean']:.4f}"
+    )
+    out.print(
+        f"{config.kind}: {m['steps']} steps in {m['train_runtime_s']:.1f} s ({m['steps_per_s']:.2f} steps/s); {loss}"
+    )
+    out.print(f"  model and ptf_lineage.json in {result.output}")

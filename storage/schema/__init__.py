@@ -1,0 +1,66 @@
+"""The sample record: one Arrow schema that every stage reads and writes.
+
+A row of a training shard explains itself: where it came from (``provenance``),
+what every stage measured (``scores``), why it was kept, dropped or routed
+(``decisions``), and what a human said (``annotation``). See DESIGN.md, "The sample
+record". Stages never drop rows from their output: a dropped row carries a
+``decisions`` entry with verdict ``drop`` and a snake_case reason.
+
+==========  ==============================================================
+module      holds
+==========  ==============================================================
+``record``  the Arrow types (``SAMPLE_SCHEMA`` and its structs), kinds, roles, verdicts
+``ids``     ``sample_id``, the stable content hash
+``checks``  ``from_records``, ``conform``, ``validate_table``
+``trail``   the decisions trail and scores: ``add_decision``, ``dropped_mask``, ``set_score``
+``text``    what a row says: ``row_texts``
+==========  ==============================================================
+"""
+
+from ptfactory.storage.schema.checks import conform, empty_table, from_records, validate_table
+from ptfactory.storage.schema.ids import sample_id
+from ptfactory.storage.schema.record import (
+    ANNOTATION,
+    DECISION,
+    DEDUP,
+    DIFFICULTY,
+    EXECUTION,
+    JUDGE_VOTE,
+    KINDS,
+    MESSAGE,
+    MESSAGES,
+    PROVENANCE,
+    ROLES,
+    SAMPLE_SCHEMA,
+    SCORES,
+    VERDICTS,
+)
+from ptfactory.storage.schema.text import row_texts
+from ptfactory.storage.schema.trail import add_decision, dropped_mask, live_rows, set_score
+
+__all__ = [
+    "ANNOTATION",
+    "DECISION",
+    "DEDUP",
+    "DIFFICULTY",
+    "EXECUTION",
+    "JUDGE_VOTE",
+    "KINDS",
+    "MESSAGE",
+    "MESSAGES",
+    "PROVENANCE",
+    "ROLES",
+    "SAMPLE_SCHEMA",
+    "SCORES",
+    "VERDICTS",
+    "add_decision",
+    "conform",
+    "dropped_mask",
+    "empty_table",
+    "from_records",
+    "live_rows",
+    "row_texts",
+    "sample_id",
+    "set_score",
+    "validate_table",
+]
