@@ -27,6 +27,7 @@ class JobOutcome:
     runs: list[str] = field(default_factory=list)
     metadata: dict[str, dict[str, Any]] = field(default_factory=dict)  # asset[/partition] -> metadata
     pulled: PullResult | None = None
+    skipped: dict[str, str] = field(default_factory=dict)  # batch -> why it was left out
 
 
 def _metadata(result: dg.ExecuteInProcessResult, suffix: str = "") -> dict[str, dict[str, Any]]:
@@ -68,9 +69,15 @@ def push_batches(config_path: Path, batches: list[str] | None = None) -> JobOutc
             f"no batch named {unknown[0]!r}; known batches: {', '.join(known) or 'none (run `ptf run` first)'}"
         )
     factory = FactoryResource(config_path=str(config_path))
+    store = factory.asset_store()
     job = defs.resolve_job_def(REVIEW_JOB)
     outcome = JobOutcome()
     for batch in chosen:
+        if not store.exists("routed_samples", batch):
+            # a batch of this instance whose outputs live in another home, or were deleted: name it
+            # and go on, so one such batch never blocks the others
+            outcome.skipped[batch] = f"no stored routed_samples under {store.store.root}"
+            continue
         result = job.execute_in_process(
             instance=instance,
             partition_key=batch,

@@ -11,21 +11,25 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["is_local_url", "local_state_dir", "project_root", "ptf_home"]
+__all__ = ["find_project", "is_local_url", "local_state_dir", "project_root", "ptf_home"]
 
 _MARKERS = ("dagster.yaml", "factory.yaml")
 
 
-def project_root(start: Path | None = None) -> Path:
-    """The nearest directory at or above ``start`` (default: cwd) holding dagster.yaml or factory.yaml.
-
-    Falls back to ``start`` itself, so a bare directory works as a project too.
-    """
+def find_project(start: Path | None = None) -> Path | None:
+    """The nearest directory at or above ``start`` (default: cwd) holding dagster.yaml or factory.yaml."""
     here = (start or Path.cwd()).resolve()
     for candidate in (here, *here.parents):
         if any((candidate / marker).is_file() for marker in _MARKERS):
             return candidate
-    return here
+    return None
+
+
+def project_root(start: Path | None = None) -> Path:
+    """:func:`find_project`, falling back to ``start`` itself (a library used from a notebook works
+    in any folder; the ``ptf`` CLI refuses to run outside a project instead)."""
+    here = (start or Path.cwd()).resolve()
+    return find_project(here) or here
 
 
 def is_local_url(url: str) -> bool:

@@ -3,6 +3,7 @@
 =============  ===========================================================
 module         commands
 =============  ===========================================================
+``init``       ``ptf init``
 ``run``        ``ptf run``
 ``datasets``   ``ptf datasets list|show|tag|reindex``
 ``pull``       ``ptf pull``, ``ptf lineage``
@@ -28,12 +29,12 @@ from ptfactory.pipelines.cli._app import app, err
 # The command modules register themselves on `app` when imported, in the order `ptf --help` lists
 # them (the groups datasets, sandbox and annotate come after the plain commands).
 # isort: off
-from ptfactory.pipelines.cli import run, datasets, pull, files, sandbox, annotate, train, ui
+from ptfactory.pipelines.cli import init, run, datasets, pull, files, sandbox, annotate, train, ui
 # isort: on
 
 __all__ = ["app", "main"]
 
-_COMMANDS = (run, datasets, pull, files, sandbox, annotate, train, ui)
+_COMMANDS = (init, run, datasets, pull, files, sandbox, annotate, train, ui)
 
 
 def _click_errors() -> tuple[type[BaseException], ...]:

@@ -11,12 +11,17 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
-from ptfactory.home import project_root
+from ptfactory.errors import UserInputError
+
+if TYPE_CHECKING:
+    import click
+from ptfactory.home import find_project, project_root
 
 __all__ = [
     "CWD",
@@ -34,8 +39,19 @@ __all__ = [
     "user_path",
 ]
 
+
+class _ArgsSeenGroup(TyperGroup):
+    """Keeps the command line in ``ctx.meta`` for the callback: click hands a group's callback no
+    arguments, and whether we need a project depends on the command (and on ``--help``)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        ctx.meta["ptf/args"] = [*getattr(ctx, "_protected_args", []), *ctx.args]
+        return super().invoke(ctx)
+
+
 app = typer.Typer(
     name="ptf",
+    cls=_ArgsSeenGroup,
     help="ptfactory: seeds in, versioned and traceable SFT / preference datasets out.",
     no_args_is_help=True,
     add_completion=False,
@@ -60,24 +76,6 @@ CWD = Path.cwd()
 ConfigOpt = Annotated[Path, typer.Option("--config", help="factory.yaml to use")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
 
-_DEFAULT_INSTANCE_YAML = """\
-storage:
-  sqlite:
-    base_dir: {base}/storage
-local_artifact_storage:
-  module: dagster._core.storage.root
-  class: LocalArtifactStorage
-  config:
-    base_dir: {base}
-compute_logs:
-  module: dagster._core.storage.local_compute_log_manager
-  class: LocalComputeLogManager
-  config:
-    base_dir: {base}/logs
-telemetry:
-  enabled: false
-"""
-
 
 def user_path(value: Path) -> Path:
     """Paths on the command line are relative to where the user typed them, not the project root."""
@@ -99,21 +97,33 @@ def datasets() -> Any:
     return DatasetStore()
 
 
+# What runs outside a project: scaffolding one, filters over files, the sandbox, the doctor. The data
+# commands also run anywhere once PTF_HOME says where the data is (a trainer pulling from a store).
+_ANYWHERE = {"init", "dedup", "validate", "sandbox", "doctor"}
+_WITH_HOME = {"datasets", "pull", "lineage", "train"}
+
+
 @app.callback()
-def _enter_project() -> None:
-    """Work from the project root with its Dagster instance."""
+def _enter_project(ctx: typer.Context) -> None:
+    """Work from the project root, with the Dagster instance that belongs to its PTF_HOME."""
     home = os.environ.get("PTF_HOME")
     if home and "://" not in home and not Path(home).is_absolute():
         os.environ["PTF_HOME"] = str((CWD / home).resolve())
-    root = project_root(CWD)
+    command = ctx.invoked_subcommand or ""
+    args = ctx.meta.get("ptf/args", [])[1:]
+    if command in _ANYWHERE or "--help" in args or (not args and command in ("datasets", "annotate")):
+        return
+    root = find_project(CWD)
+    if root is None:
+        if command in _WITH_HOME and os.environ.get("PTF_HOME"):
+            return
+        raise UserInputError(
+            f"{CWD} is not inside a ptfactory project (no factory.yaml or dagster.yaml here or above); "
+            "create one with `ptf init DIR` and run ptf there"
+            + (", or set PTF_HOME to the data's home" if command in _WITH_HOME else "")
+        )
     os.chdir(root)
     if not os.environ.get("DAGSTER_HOME"):
-        if (root / "dagster.yaml").is_file():
-            os.environ["DAGSTER_HOME"] = str(root)
-        else:
-            instance = root / ".ptf" / "dagster"
-            instance.mkdir(parents=True, exist_ok=True)
-            config = instance / "dagster.yaml"
-            if not config.exists():
-                config.write_text(_DEFAULT_INSTANCE_YAML.format(base=instance))
-            os.environ["DAGSTER_HOME"] = str(instance)
+        from ptfactory.pipelines.instance import instance_home
+
+        os.environ["DAGSTER_HOME"] = str(instance_home(root))

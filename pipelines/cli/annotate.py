@@ -105,6 +105,8 @@ def annotate_push(
     from ptfactory.pipelines.annotate import push_batches
 
     outcome = push_batches(config_path(config), batch or None)
+    for skipped, why in outcome.skipped.items():
+        err.print(f"skipped batch {skipped}: {why} (run it with this PTF_HOME, or push from its home)")
     created = existing = 0
     for key, meta in outcome.metadata.items():
         created += int(meta.get("tasks_created", 0))

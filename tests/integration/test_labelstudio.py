@@ -387,3 +387,20 @@ def test_review_queue_catches_up_when_label_studio_is_back(
         assert waiting <= Ledger(ls.home / "annotation" / "ledger.sqlite").pushed_ids(project)
     finally:
         config.write_text(f"annotation: {{port: {ls.port}, pull_page: 10}}\n")
+
+
+def test_push_skips_and_names_a_batch_with_no_stored_output(
+    label_studio: LabelStudio, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One batch whose outputs are missing from this home never blocks pushing the others."""
+    ls = label_studio
+    table = _routed_rows("push-ok", tag="skip-test ").slice(0, 4)
+    _stage(ls, table, "push-ok", monkeypatch)
+    instance = dg.DagsterInstance.get()
+    instance.add_dynamic_partitions("batch", ["push-ghost"])  # known to the instance, no output here
+    pushed = ls.ptf("annotate", "push", "--batch", "push-ghost", "--batch", "push-ok")
+    assert pushed.returncode == 0, pushed.stderr[-3000:]
+    assert "skipped batch push-ghost: no stored routed_samples" in pushed.stderr
+    assert "4 tasks created" in pushed.stdout
+    pushed_ids = set(_task_ids(ls))
+    assert set(table.column("sample_id").to_pylist()) <= pushed_ids

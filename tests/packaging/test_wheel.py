@@ -83,6 +83,9 @@ def test_the_wheel_installs_one_top_level_name(wheel: Path) -> None:
     listing = zipfile.ZipFile(wheel).namelist()
     assert "ptfactory/filters/execution/runner.py" in listing
     assert any(n.startswith("ptfactory/generators/templates/") and n.endswith(".jinja") for n in listing)
+    # what `ptf init` scaffolds
+    for name in ("factory.yaml", "dagster.yaml", "example-seeds.jsonl"):
+        assert f"ptfactory/pipelines/scaffold/{name}" in listing
 
 
 def test_the_installed_package_loads_from_the_venv_with_no_bare_modules(
