@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptfactory import __version__, code_version
-from ptfactory.home import project_root, ptf_home
+from ptfactory.home import find_project, ptf_home
 
 __all__ = ["Check", "run_checks"]
 
@@ -29,6 +29,13 @@ def _port_open(host: str, port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.3)
         return sock.connect_ex((host, port)) == 0
+
+
+def _project() -> Check:
+    root = find_project()
+    if root is None:
+        return Check("project", "missing", f"{Path.cwd()} is in no project; `ptf init DIR` makes one")
+    return Check("project", "ok", str(root))
 
 
 def _docker() -> Check:
@@ -52,7 +59,7 @@ def _docker() -> Check:
 def _dagster() -> Check:
     home = os.environ.get("DAGSTER_HOME", "")
     if not home:
-        return Check("dagster instance", "warn", "DAGSTER_HOME not set (ptf sets it to the project root)")
+        return Check("dagster instance", "warn", "DAGSTER_HOME not set (ptf sets it inside a project)")
     yaml_ok = (Path(home) / "dagster.yaml").is_file()
     ui = "UI up on 127.0.0.1:3000" if _port_open("127.0.0.1", 3000) else "UI not running (`ptf ui`)"
     return Check("dagster instance", "ok" if yaml_ok else "warn", f"{home}/dagster.yaml; {ui}")
@@ -67,9 +74,13 @@ def _sandbox() -> Check:
 
 
 def _label_studio() -> Check:
-    if _port_open("127.0.0.1", 8080):
-        return Check("label studio", "ok", "answering on 127.0.0.1:8080")
-    return Check("label studio", "off", "not running")
+    from ptfactory.config import load_config
+
+    root = find_project()
+    port = load_config(root / "factory.yaml").annotation.port if root else 8080
+    if _port_open("127.0.0.1", port):
+        return Check("label studio", "ok", f"answering on 127.0.0.1:{port}")
+    return Check("label studio", "off", f"not running on 127.0.0.1:{port} (`ptf annotate up`)")
 
 
 def _models() -> Check:
@@ -97,7 +108,7 @@ def _gpu() -> Check:
 def run_checks(extra: list[Callable[[], Check]] | None = None) -> list[Check]:
     checks = [
         Check("ptfactory", "ok", f"{__version__} ({code_version()}), Python {sys.version.split()[0]}"),
-        Check("project", "ok", str(project_root())),
+        _project(),
         Check("PTF_HOME", "ok", ptf_home()),
     ]
     for probe in [_dagster, _docker, _sandbox, _label_studio, _models, _gpu, *(extra or [])]:

@@ -111,9 +111,11 @@ def _enter_project(ctx: typer.Context) -> None:
         os.environ["PTF_HOME"] = str((CWD / home).resolve())
     command = ctx.invoked_subcommand or ""
     args = ctx.meta.get("ptf/args", [])[1:]
-    if command in _ANYWHERE or "--help" in args or (not args and command in ("datasets", "annotate")):
+    if "--help" in args or (not args and command in ("datasets", "annotate")) or command == "init":
         return
     root = find_project(CWD)
+    if root is None and command in _ANYWHERE:
+        return
     if root is None:
         if command in _WITH_HOME and os.environ.get("PTF_HOME"):
             return

@@ -35,6 +35,8 @@ def annotate_up(
 
     Login and API token: PTF_LS_USERNAME / PTF_LS_PASSWORD / PTF_LS_TOKEN, else generated once
     into .ptf/annotation/credentials.json (mode 0600).
+
+    Example: `ptf annotate up --port 8080`
     """
     server = _label_studio(config, port)
     server.up(say=lambda line: err.print(line, highlight=False))
@@ -49,7 +51,10 @@ def annotate_up(
 
 @annotate_app.command("down")
 def annotate_down(config: ConfigOpt = Path("factory.yaml"), port: _PortOpt = None) -> None:
-    """Stop the Label Studio that `ptf annotate up` started (and nothing else). Data is kept."""
+    """Stop the Label Studio that `ptf annotate up` started (and nothing else). Data is kept.
+
+    Example: `ptf annotate down`
+    """
     server = _label_studio(config, port)
     out.print("stopped" if server.down() else "not running (nothing ptf started)")
 
@@ -60,7 +65,10 @@ def annotate_status(
     port: _PortOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Is our Label Studio running and answering; where are its data, log and credentials."""
+    """Is our Label Studio running and answering; where are its data, log and credentials.
+
+    Example: `ptf annotate status --json`
+    """
     status = _label_studio(config, port).status()
     if as_json:
         print_json(status)
@@ -74,7 +82,7 @@ def annotate_status(
 
 @annotate_app.command("adduser")
 def annotate_adduser(
-    email: Annotated[str, typer.Argument(help="the annotator's email (their login)")],
+    email: Annotated[str, typer.Argument(metavar="EMAIL", help="the annotator's email (their login)")],
     config: ConfigOpt = Path("factory.yaml"),
     port: _PortOpt = None,
     password_env: Annotated[
@@ -82,7 +90,10 @@ def annotate_adduser(
     ] = None,
 ) -> None:
     """Create (or update) a non-admin annotator account; its password and token go to the 0600
-    credentials file."""
+    credentials file.
+
+    Example: `ptf annotate adduser ann@example.com --password-env ANN_PASSWORD`
+    """
     if "@" not in email:
         raise typer.BadParameter(f"{email!r} is not an email address", param_hint="EMAIL")
     password = os.environ.get(password_env) if password_env else None
@@ -101,7 +112,10 @@ def annotate_push(
     ] = None,
 ) -> None:
     """Push the rows routed to expert review into Label Studio (one project per kind, judges'
-    votes as pre-annotations). Idempotent: rows already pushed are not pushed again."""
+    votes as pre-annotations). Idempotent: rows already pushed are not pushed again.
+
+    Example: `ptf annotate push --batch demo-1a2b3c`
+    """
     from ptfactory.pipelines.annotate import push_batches
 
     outcome = push_batches(config_path(config), batch or None)
@@ -119,7 +133,10 @@ def annotate_push(
 @annotate_app.command("pull")
 def annotate_pull(config: ConfigOpt = Path("factory.yaml")) -> None:
     """Pull new and changed annotations now (the sensor does this every 30 s under `ptf ui`), fold
-    them into curated_samples and republish the datasets."""
+    them into curated_samples and republish the datasets.
+
+    Example: `ptf annotate pull`
+    """
     from ptfactory.pipelines.annotate import pull_and_curate
 
     outcome = pull_and_curate(config_path(config))

@@ -16,7 +16,10 @@ from ptfactory.pipelines.cli._app import config_path, datasets, datasets_app, ou
 def datasets_list(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Every dataset and version, newest last, with rows, parent and aliases."""
+    """Every dataset and version, newest last, with rows, parent and aliases.
+
+    Example: `ptf datasets list --json`
+    """
     store = datasets()
     rows = []
     for name in store.names():
@@ -60,10 +63,13 @@ def datasets_list(
 
 @datasets_app.command("show")
 def datasets_show(
-    ref: Annotated[str, typer.Argument(help="NAME@VERSION: vN, latest or an alias")],
+    ref: Annotated[str, typer.Argument(metavar="NAME@VERSION", help="vN, latest or an alias")],
     as_json: Annotated[bool, typer.Option("--json", help="print the manifest as JSON")] = False,
 ) -> None:
-    """One version's manifest: rows, lineage to its parent, shards with sha256, stats."""
+    """One version's manifest: rows, lineage to its parent, shards with sha256, stats.
+
+    Example: `ptf datasets show sft@latest`
+    """
     store = datasets()
     manifest = store.resolve(ref)
     aliases = sorted(a for a, v in store.aliases(manifest.name).items() if v == manifest.version)
@@ -106,10 +112,15 @@ def datasets_show(
 
 @datasets_app.command("tag")
 def datasets_tag(
-    ref: Annotated[str, typer.Argument(help="NAME@VERSION to point the alias at")],
-    alias: Annotated[str, typer.Argument(help="alias name, e.g. stable; moving it back is a rollback")],
+    ref: Annotated[str, typer.Argument(metavar="NAME@VERSION", help="the version to point the alias at")],
+    alias: Annotated[
+        str, typer.Argument(metavar="ALIAS", help="alias name, e.g. stable; moving it back is a rollback")
+    ],
 ) -> None:
-    """Point ALIAS at a version; NAME@ALIAS then resolves to it everywhere."""
+    """Point ALIAS at a version; NAME@ALIAS then resolves to it everywhere.
+
+    Example: `ptf datasets tag sft@v3 stable`
+    """
     previous, manifest = datasets().tag(ref, alias)
     moved = f" (was v{previous})" if previous is not None else ""
     out.print(f"{manifest.name}@{alias} -> v{manifest.version}{moved}")
@@ -121,7 +132,10 @@ def datasets_reindex(
         "factory.yaml"
     ),
 ) -> None:
-    """Rebuild the DuckDB catalog and the dedup index of published samples from the versions on disk."""
+    """Rebuild the DuckDB catalog and the dedup index of published samples from the versions on disk.
+
+    Example: `ptf datasets reindex`
+    """
     from ptfactory.config import load_config
     from ptfactory.pipelines.reindex import rebuild_dedup_index
 

@@ -27,6 +27,8 @@ def dedup(
 
     Writes every input row plus `dedup_cluster` (the row index of the cluster's kept row),
     `dedup_representative` (true for the kept row) and `dedup_jaccard` (to the kept row).
+
+    Example: `ptf dedup rows.parquet --text-column text --threshold 0.8 --out deduped.parquet`
     """
     from rich.progress import Progress
 
@@ -64,7 +66,10 @@ def validate(
     ),
 ) -> None:
     """Run every row's `solution` then `tests` in the sandbox (plus `check(entry_point)` when the file
-    has an `entry_point` column); write the rows plus `exec_status`, `exec_exit_code`, `exec_duration_ms`."""
+    has an `entry_point` column); write the rows plus `exec_status`, `exec_exit_code`, `exec_duration_ms`.
+
+    Example: `ptf validate solutions.parquet --out validated.parquet --timeout 5`
+    """
     from dataclasses import replace
 
     from ptfactory.config import load_config

@@ -12,10 +12,13 @@ from ptfactory.pipelines.cli._app import app, datasets, out, print_json, user_pa
 
 @app.command()
 def pull(
-    ref: Annotated[str, typer.Argument(help="NAME@VERSION: vN, latest or an alias")],
+    ref: Annotated[str, typer.Argument(metavar="NAME@VERSION", help="vN, latest or an alias")],
     to: Annotated[Path, typer.Option("--to", help="directory to copy the version into")],
 ) -> None:
-    """Copy a version into DIR, verifying every shard's sha256 (non-zero exit naming a bad file)."""
+    """Copy a version into DIR, verifying every shard's sha256 (non-zero exit naming a bad file).
+
+    Example: `ptf pull sft@v3 --to data/sft-v3`
+    """
     from ptfactory.storage.pull import pull as pull_version
 
     destination = user_path(to)
@@ -29,10 +32,15 @@ def pull(
 
 @app.command()
 def lineage(
-    sample_id: Annotated[str, typer.Argument(help="a sample id (or a unique prefix of one)")],
+    sample_id: Annotated[
+        str, typer.Argument(metavar="SAMPLE_ID", help="a sample id (or a unique prefix of one)")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Where a sample is (every version/shard/row) and why: its decisions trail through every stage."""
+    """Where a sample is (every version/shard/row) and why: its decisions trail through every stage.
+
+    Example: `ptf lineage 3f9a2c --json`
+    """
     from ptfactory.pipelines.lineage_view import render_lineage
     from ptfactory.storage.assetstore import AssetStore
     from ptfactory.storage.lineage import lineage as find_lineage

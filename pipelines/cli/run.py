@@ -25,6 +25,8 @@ def run(
     The seeds are validated first: a bad file stops here (exit 2) with the file, line and
     field, and nothing is published. The run is recorded in the project's Dagster
     instance (see it with `ptf ui`). Rerunning the same seeds is idempotent.
+
+    Example: `ptf run --seeds demo/seeds --config demo/factory.yaml`
     """
     from ptfactory.pipelines.runner import run_batch
 

@@ -19,6 +19,8 @@ def sandbox_build(
 
     Uses python:3.11-slim where a registry answers, else builds a Debian root file system with
     debootstrap and imports it.
+
+    Example: `ptf sandbox build --force`
     """
     from ptfactory.filters.execution.docker_sandbox import docker_client
     from ptfactory.filters.execution.image import build_image
@@ -29,14 +31,17 @@ def sandbox_build(
 
 @sandbox_app.command("run")
 def sandbox_run(
-    file: Annotated[Path, typer.Argument(help="a Python file to run in the sandbox")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="a Python file to run in the sandbox")],
     timeout: Annotated[float, typer.Option(help="seconds before the job is killed", min=0.1)] = 10.0,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
     config: Annotated[Path, typer.Option("--config", help="factory.yaml (sandbox limits)")] = Path(
         "factory.yaml"
     ),
 ) -> None:
-    """Run FILE with python3 in the sandbox; exit 0 only if it passed."""
+    """Run FILE with python3 in the sandbox; exit 0 only if it passed.
+
+    Example: `ptf sandbox run solution.py --timeout 5`
+    """
     from dataclasses import replace
 
     from ptfactory.config import load_config

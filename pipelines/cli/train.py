@@ -39,6 +39,8 @@ def train(
     metrics) to --output and records the run in the catalog (`ptf datasets show NAME@VERSION`).
     On GPUs: --bf16, and `accelerate launch --config_file training/accelerate/ddp.yaml -m ptfactory
     train ...` for several (see docs/training.md).
+
+    Example: `ptf train sft --dataset sft@v3 --output runs/sft-v3 --max-steps 100`
     """
     from ptfactory.training.config import TrainConfig
     from ptfactory.training.run import train as run_training

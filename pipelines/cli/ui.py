@@ -16,7 +16,10 @@ def ui(
     host: Annotated[str, typer.Option(help="interface to bind; loopback unless you mean it")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port")] = 3000,
 ) -> None:
-    """The Dagster UI (dagster dev) for this project; one Ctrl-C or SIGTERM stops it all."""
+    """The Dagster UI (dagster dev) for this project; one Ctrl-C or SIGTERM stops it all.
+
+    Example: `ptf ui --port 3000`
+    """
     from ptfactory.pipelines.ui import serve_ui
 
     err.print(f"Dagster UI on http://{host}:{port} (instance {os.environ.get('DAGSTER_HOME')})")
@@ -25,7 +28,10 @@ def ui(
 
 @app.command()
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
-    """What is installed and running: Dagster, Docker engine, Label Studio, models, GPU."""
+    """What is installed and running: Dagster, Docker engine, Label Studio, models, GPU.
+
+    Example: `ptf doctor --json`
+    """
     from ptfactory.pipelines.doctor import run_checks
 
     checks = run_checks()
