@@ -58,7 +58,7 @@ system: setup
 
 demo: setup system labelstudio
 	$(VENV)/bin/ptf run --seeds demo/seeds --config demo/factory.yaml
-	$(VENV)/bin/ptf pull sft@latest --to .ptf/pulled/sft-latest
+	$(VENV)/bin/ptf pull sft@latest --to .ptf/pulled/sft-latest --force
 	$(VENV)/bin/ptf annotate up
 	$(VENV)/bin/ptf annotate push
 	scripts/demo-ui.sh

@@ -13,20 +13,36 @@ from ptfactory.pipelines.cli._app import app, datasets, out, print_json, user_pa
 @app.command()
 def pull(
     ref: Annotated[str, typer.Argument(metavar="NAME@VERSION", help="vN, latest or an alias")],
-    to: Annotated[Path, typer.Option("--to", help="directory to copy the version into")],
+    to: Annotated[Path, typer.Option("--to", help="an empty folder to copy the version into")],
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="replace an earlier pull in --to: files the manifest does not list go"),
+    ] = False,
+    columns: Annotated[
+        str | None,
+        typer.Option("--columns", help="comma-separated columns to keep, e.g. messages (projected shards)"),
+    ] = None,
 ) -> None:
     """Copy a version into DIR, verifying every shard's sha256 (non-zero exit naming a bad file).
 
-    Example: `ptf pull sft@v3 --to data/sft-v3`
+    DIR ends holding exactly the version's shards, README.md, manifest.json and ptf_pull.json (the
+    receipt: version, manifest sha256, columns, each file's sha256). A non-empty DIR is refused
+    unless --force.
+
+    Example: `ptf pull sft@v3 --to data/sft-v3 --columns messages`
     """
+    from ptfactory.storage.pull import RECEIPT_FILE
     from ptfactory.storage.pull import pull as pull_version
 
     destination = user_path(to)
-    manifest = pull_version(datasets(), ref, destination)
-    total = sum(s.bytes for s in manifest.shards)
+    wanted = [c.strip() for c in columns.split(",") if c.strip()] if columns is not None else None
+    receipt = pull_version(datasets(), ref, destination, force=force, columns=wanted)
+    manifest = receipt.manifest
+    total = sum(s.bytes for s in receipt.files)
+    kept = f", columns {','.join(wanted)}" if wanted else ""
     out.print(
-        f"{manifest.ref}: {len(manifest.shards)} shard(s), {manifest.rows} rows, {total} bytes "
-        f"verified -> {destination}"
+        f"{manifest.ref}: {len(receipt.files)} shard(s), {manifest.rows} rows, {total} bytes{kept} "
+        f"verified -> {destination} (receipt {RECEIPT_FILE})"
     )
 
 

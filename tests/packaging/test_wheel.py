@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -29,7 +30,25 @@ STAGE_PACKAGES = (
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built from the files git tracks, copied with their links (a file left out of git is left out
+    here too, and no stale build/ of the checkout leaks in)."""
     out = tmp_path_factory.mktemp("dist")
+    tree = tmp_path_factory.mktemp("tree")
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, (n.decode() for n in listed)):
+        source, target = REPO / name, tree / name
+        if not source.exists() and not source.is_symlink():
+            continue  # deleted in the work tree, not yet in git
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            target.symlink_to(os.readlink(source))
+        else:
+            shutil.copy2(source, target)
     subprocess.run(
         [
             sys.executable,
@@ -41,7 +60,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--no-build-isolation",
             "-w",
             str(out),
-            str(REPO),
+            str(tree),
         ],
         check=True,
         capture_output=True,

@@ -35,6 +35,12 @@ def test_run_publishes_pulls_and_explains(
     shards = sorted(p.name for p in (tmp_path / "pulled").glob("*.parquet"))
     manifest = json.loads((project / ".ptf/datasets/sft/v1/manifest.json").read_text())
     assert shards == sorted(s["file"] for s in manifest["shards"]) and shards
+    refused = ptf("pull", "sft@latest", "--to", str(tmp_path / "pulled"))
+    assert refused.returncode == 2 and "is not empty" in refused.stderr and "--force" in refused.stderr
+    _ok(ptf("pull", "sft@latest", "--to", str(tmp_path / "pulled"), "--force"))
+    _ok(ptf("pull", "sft@latest", "--to", str(tmp_path / "messages"), "--columns", "messages"))
+    receipt = json.loads((tmp_path / "messages" / "ptf_pull.json").read_text())
+    assert receipt["columns"] == ["messages"] and receipt["version"] == 1
 
     _ok(ptf("datasets", "tag", "sft@v1", "stable"))
     shown = json.loads(_ok(ptf("datasets", "show", "sft@stable", "--json")).stdout)
