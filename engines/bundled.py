@@ -48,14 +48,16 @@ def bundled_model_dir(state: Path | None = None) -> Path:
 
 
 def _convert(gguf: Path, target: Path) -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    """GGUF -> HF folder, offline by argument (``local_files_only``), not by setting HF_HUB_OFFLINE."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tmp = target.with_name(f".tmp-{target.name}-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model: Any = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
+    model: Any = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
+    )
     # Saving a GGUF-loaded model needs the quantizer detached (the weights are already dequantized).
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):

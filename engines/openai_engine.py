@@ -4,6 +4,8 @@ Async with bounded concurrency; 429, 5xx, timeouts and dropped connections are r
 with exponential backoff and jitter; a server that cannot be reached at all is one
 :class:`EngineError` naming the URL and the fix. Each request is cached as it finishes
 (``chunk_size`` requests per cached unit), so a crash loses at most one chunk in flight.
+``chat`` and ``score`` are synchronous; called where an event loop is already running (a
+Jupyter cell), they run their requests on a private loop in a worker thread and wait for it.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -30,6 +33,18 @@ from ptfactory.errors import EngineError, EngineRequestError
 __all__ = ["OpenAIEngine"]
 
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+_T = TypeVar("_T")
+
+
+def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """``asyncio.run(coroutine)``, also from inside a running event loop (where asyncio.run
+    raises): there, on a fresh loop in a worker thread, blocking this thread until it is done."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ptf-openai") as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 @dataclass
@@ -160,7 +175,7 @@ class OpenAIEngine(Engine):
         return out
 
     def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
-        return asyncio.run(self._chat_all(conversations, params))
+        return _run_sync(self._chat_all(conversations, params))
 
     async def _one_score(
         self, client: httpx.AsyncClient, gate: asyncio.Semaphore, prompt: str, continuation: str
@@ -208,7 +223,7 @@ class OpenAIEngine(Engine):
             "".join(f"{m['role']}: {m['content']}\n" for m in p) + ("assistant:\n" if p else "")
             for p in prompts
         ]
-        return asyncio.run(self._score_all(texts, continuations))
+        return _run_sync(self._score_all(texts, continuations))
 
 
 def _picked(entry: dict[str, Any]) -> tuple[str, Any]:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams, TokenLogprobs
 from ptfactory.engines.bundled import resolve_model_path
+from ptfactory.engines.scoring import score_token_ids
 from ptfactory.errors import EngineError
 
 __all__ = ["TransformersEngine"]
@@ -39,14 +41,18 @@ class TransformersEngine(Engine):
             if self.threads:
                 torch.set_num_threads(self.threads)
             path = resolve_model_path(self.model_path)
+            # a folder loads from disk alone (no hub calls); a hub id is fetched as usual
+            local = Path(path).is_dir()
             try:
-                tokenizer = AutoTokenizer.from_pretrained(path)
+                tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local)
                 dtype = (
                     self.dtype
                     if self.dtype != "auto"
                     else ("float32" if self.device == "cpu" else "bfloat16")
                 )
-                model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+                model: Any = AutoModelForCausalLM.from_pretrained(
+                    path, dtype=getattr(torch, dtype), local_files_only=local
+                )
             except OSError as exc:
                 raise EngineError(f"cannot load model {path!r}: {exc}") from exc
             if tokenizer.chat_template is None:
@@ -112,21 +118,13 @@ class TransformersEngine(Engine):
         model, tokenizer = self._load()
         results = []
         for prompt, continuation in zip(prompts, continuations, strict=True):
-            prefix = (
-                tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-                if prompt
-                else ""
-            )
-            prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else []
-            cont_ids = tokenizer(continuation, add_special_tokens=False)["input_ids"]
+            context, cont_ids = score_token_ids(tokenizer, prompt, continuation)
             if not cont_ids:
                 results.append(TokenLogprobs([], []))
                 continue
-            # With no prompt, the first token is scored after the BOS (or EOS) token.
-            start = prefix_ids or [tokenizer.bos_token_id or tokenizer.eos_token_id]
-            ids = torch.tensor([start + cont_ids], device=self.device)
+            ids = torch.tensor([context + cont_ids], device=self.device)
             with torch.inference_mode():
-                logits = model(ids).logits[0, len(start) - 1 : -1]
+                logits = model(ids).logits[0, len(context) - 1 : -1]
             logprobs = torch.log_softmax(logits.float(), dim=-1)
             picked = logprobs.gather(1, torch.tensor(cont_ids, device=self.device)[:, None])[:, 0]
             results.append(

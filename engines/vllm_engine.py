@@ -14,6 +14,7 @@ from typing import Any
 
 from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams, TokenLogprobs
 from ptfactory.engines.bundled import resolve_model_path
+from ptfactory.engines.scoring import score_token_ids
 from ptfactory.errors import EngineError
 
 __all__ = ["VLLMEngine"]
@@ -139,16 +140,9 @@ class VLLMEngine(Engine):
         tokenizer = llm.get_tokenizer()
         requests, starts = [], []
         for prompt, continuation in zip(prompts, continuations, strict=True):
-            prefix = (
-                tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-                if prompt
-                else ""
-            )
-            prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else []
-            start = prefix_ids or [tokenizer.bos_token_id or tokenizer.eos_token_id]
-            cont_ids = tokenizer(continuation, add_special_tokens=False)["input_ids"]
-            requests.append(TokensPrompt(prompt_token_ids=start + cont_ids))
-            starts.append(len(start))
+            context, cont_ids = score_token_ids(tokenizer, prompt, continuation)
+            requests.append(TokensPrompt(prompt_token_ids=context + cont_ids))
+            starts.append(len(context))
         outputs = llm.generate(requests, VllmParams(max_tokens=1, prompt_logprobs=0), use_tqdm=False)
         results = []
         for output, start in zip(outputs, starts, strict=True):

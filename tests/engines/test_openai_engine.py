@@ -1,5 +1,6 @@
 """The openai backend against a real vLLM OpenAI-compatible server, and its retry policy."""
 
+import asyncio
 import json
 import re
 import threading
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ptfactory.engines.base import SamplingParams
+from ptfactory.engines.base import Completion, SamplingParams, TokenLogprobs
 from ptfactory.engines.openai_engine import OpenAIEngine
 from ptfactory.errors import EngineError
 from tests.engines.servers import free_port, vllm_server
@@ -41,6 +42,25 @@ def test_real_server_chat_n_json_and_score(server: str) -> None:
     right, wrong = engine.score([QUESTION, QUESTION], ["The capital is Paris.", "The capital is Banana."])
     assert right.tokens[0] == "The"
     assert right.mean_nll < wrong.mean_nll
+
+
+@pytest.mark.integration
+def test_real_server_from_inside_a_running_event_loop(server: str) -> None:
+    """As in a Jupyter cell: chat and score are called while an event loop runs in this thread."""
+    engine = OpenAIEngine(model_id="SmolLM2-135M-Instruct", served_model="smol", base_url=server)
+    fruit = [{"role": "user", "content": "Name a fruit."}]
+
+    async def cell() -> tuple[list[list[Completion]], list[TokenLogprobs]]:
+        asyncio.get_running_loop()  # raises unless a loop is running here: the case under test
+        groups = engine.chat([QUESTION, fruit], SamplingParams(max_tokens=12, temperature=0))
+        return groups, engine.score([QUESTION], ["The capital is Paris."])
+
+    groups, (scored,) = asyncio.run(cell())
+    assert [len(g) for g in groups] == [1, 1]
+    assert "Paris" in groups[0][0].text
+    assert all(c.completion_tokens > 0 and not c.failed for g in groups for c in g)
+    assert scored.tokens[0] == "The" and all(lp <= 0 for lp in scored.logprobs)
+    assert engine.stats.requests_sent == 3
 
 
 def test_unreachable_server_is_one_clear_error() -> None:

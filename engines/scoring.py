@@ -1,0 +1,38 @@
+"""The token ids a backend feeds its model to score a continuation after a prompt.
+
+Every local backend (transformers, vLLM) scores ``continuation`` the same way: the prompt
+rendered by the chat template with the assistant turn opened, then the continuation tokenized
+on its own, so the continuation's tokens are exactly the ones the engine reports. With no
+prompt, the first continuation token is scored after the BOS (or EOS) token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ptfactory.engines.base import Conversation
+from ptfactory.errors import EngineError
+
+__all__ = ["score_token_ids"]
+
+
+def score_token_ids(tokenizer: Any, prompt: Conversation, continuation: str) -> tuple[list[int], list[int]]:
+    """``(context, continuation_ids)``: the model reads ``context + continuation_ids``, and the
+    log-probability of continuation token ``i`` is read at position ``len(context) + i - 1``.
+
+    ``tokenizer`` is a Hugging Face tokenizer with a chat template (vLLM's is one too).
+    """
+    if prompt:
+        prefix = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        context = list(tokenizer(prefix, add_special_tokens=False)["input_ids"]) if prefix else []
+    else:
+        context = []
+    if not context:
+        start = tokenizer.bos_token_id or tokenizer.eos_token_id
+        if start is None:
+            raise EngineError(
+                "the tokenizer has neither a BOS nor an EOS token, so a continuation without a "
+                "prompt cannot be scored; give it a prompt or use a model whose tokenizer has one"
+            )
+        context = [start]
+    return context, list(tokenizer(continuation, add_special_tokens=False)["input_ids"])
