@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from ptfactory.engines.base import Engine
 from ptfactory.errors import SchemaError
-from ptfactory.storage.schema import validate_table
+from ptfactory.storage.schema import prompt_of, response_of, validate_table
 
 __all__ = ["counts_md", "decision_counts", "preview_md", "schema_check", "unique_ids_check"]
 
@@ -28,9 +28,8 @@ def preview_md(table: pa.Table, rows: int = 5) -> dg.MetadataValue:
     """The first rows as a markdown table: id, kind, prompt, response, last decision."""
     lines = ["| sample_id | kind | prompt | response | last decision |", "|---|---|---|---|---|"]
     for row in table.slice(0, rows).to_pylist():
-        messages = row.get("messages") or []
-        prompt = next((m["content"] for m in messages if m["role"] == "user"), "")
-        answer = next((m["content"] for m in reversed(messages) if m["role"] == "assistant"), "")
+        messages = row.get("messages")
+        prompt, answer = prompt_of(messages), response_of(messages, final_turn=False)
         trail = row.get("decisions") or []
         last = f"{trail[-1]['stage']}: {trail[-1]['verdict']} ({trail[-1]['reason']})" if trail else ""
         cells = [f"`{row['sample_id'][:12]}`", row["kind"], _cell(prompt), _cell(answer), _cell(last)]

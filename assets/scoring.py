@@ -69,8 +69,8 @@ def difficulty_scored(factory: FactoryResource, execution_validated: pa.Table) -
     )
 
 
-def _judge_vs_execution(table: pa.Table) -> tuple[float | None, int]:
-    """How often LLM judges' verdicts agree with the sandbox on code rows (pass = accept)."""
+def _judge_vs_execution(table: pa.Table, llm_judges: set[str]) -> tuple[float | None, int]:
+    """How often the LLM judges' (by name) verdicts agree with the sandbox on code rows (pass = accept)."""
     agree = total = 0
     for scores, kind in zip(
         table.column("scores").to_pylist(), table.column("kind").to_pylist(), strict=True
@@ -79,11 +79,7 @@ def _judge_vs_execution(table: pa.Table) -> tuple[float | None, int]:
         if kind != "code" or not execution:
             continue
         for vote in (scores or {}).get("judges") or []:
-            if (
-                vote["model"] in ("sandbox", "all-MiniLM-L6-v2")
-                or not vote["parsed"]
-                or vote["score"] is None
-            ):
+            if vote["judge"] not in llm_judges or not vote["parsed"] or vote["score"] is None:
                 continue
             total += 1
             agree += (vote["verdict"] == "accept") == (execution["status"] == "passed")
@@ -101,18 +97,20 @@ def _judge_vs_execution(table: pa.Table) -> tuple[float | None, int]:
 def judged_samples(factory: FactoryResource, difficulty_scored: pa.Table) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """Every kept row scored by the judge panel (factory.yaml ``judges``): each vote, the mean,
     median and spread; replies that do not parse are kept raw and left out of the aggregate."""
+    specs = factory.config.judges  # which judges exist, their types and families: factory.yaml only
     panel = factory.panel()
     table, alpha = panel.judge_table(difficulty_scored)
     means = [m for m in (s["judge_mean"] for s in table.column("scores").to_pylist() if s) if m is not None]
-    agreement, compared = _judge_vs_execution(table)
+    agreement, compared = _judge_vs_execution(table, {j.name for j in specs if j.type == "llm"})
+    families = {j.name: j.family or "" for j in specs}
     per_judge = [
-        "| judge | model | votes | unparsed | parse failure rate | tokens | est. cost $ |",
-        "|---|---|---|---|---|---|---|",
+        "| judge | family | model | votes | unparsed | parse failure rate | tokens | est. cost $ |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for judge in panel.judges:
         st = judge.stats
         per_judge.append(
-            f"| {judge.name} | {judge.model} | {st.votes} | {st.unparsed} | "
+            f"| {judge.name} | {families.get(judge.name, '')} | {judge.model} | {st.votes} | {st.unparsed} | "
             f"{st.parse_failure_rate:.2%} | {st.prompt_tokens + st.completion_tokens} | {st.cost_usd:.6f} |"
         )
     total_votes = sum(j.stats.votes for j in panel.judges)
@@ -122,6 +120,7 @@ def judged_samples(factory: FactoryResource, difficulty_scored: pa.Table) -> dg.
             "dagster/row_count": dg.MetadataValue.int(table.num_rows),
             "krippendorff_alpha": dg.MetadataValue.float(round(alpha, 4)) if alpha is not None else None,
             "judges": dg.MetadataValue.md("\n".join(per_judge)),
+            "judge_families": dg.MetadataValue.int(len(set(families.values()))),
             "parse_failure_rate": dg.MetadataValue.float(
                 round(sum(j.stats.unparsed for j in panel.judges) / total_votes, 4) if total_votes else 0.0
             ),

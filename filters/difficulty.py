@@ -25,7 +25,7 @@ import pyarrow as pa
 from ptfactory.engines.base import Engine, SamplingParams
 from ptfactory.filters.execution.base import Job, Sandbox
 from ptfactory.filters.execution.programs import extract_solution, program
-from ptfactory.storage.schema import add_decision, live_rows, set_score
+from ptfactory.storage.schema import add_decision, live_rows, prompt_of, response_of, set_score
 
 __all__ = ["DifficultyConfig", "DifficultyStats", "final_number", "score_difficulty"]
 
@@ -68,13 +68,13 @@ def final_number(text: str) -> float | None:
 def _prompt(row: dict[str, object]) -> str:
     messages = row["messages"]
     assert isinstance(messages, list)
-    return str(next(m["content"] for m in messages if m["role"] == "user"))
+    return prompt_of(messages, required=True)
 
 
 def _answer(row: dict[str, object]) -> str:
     messages = row["messages"]
     assert isinstance(messages, list)
-    return str(messages[-1]["content"]) if messages[-1]["role"] == "assistant" else ""
+    return response_of(messages)
 
 
 def score_difficulty(

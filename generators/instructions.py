@@ -28,7 +28,7 @@ from ptfactory.generators.records import (
     provenance,
     raw_detail,
 )
-from ptfactory.storage.schema import from_records
+from ptfactory.storage.schema import from_records, prompt_of
 
 __all__ = ["InstructionStats", "generate_instructions"]
 
@@ -54,7 +54,7 @@ def _params(config: SamplingConfig, n: int = 1) -> SamplingParams:
 
 
 def _user_prompt(row: dict[str, Any]) -> str:
-    return str(next(m["content"] for m in row["messages"] if m["role"] == "user"))
+    return prompt_of(row["messages"], required=True)
 
 
 def _stable_index(text: str, modulo: int) -> int:

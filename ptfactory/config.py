@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
 from ptfactory.annotators.routing import RoutingConfig
 from ptfactory.engines.spec import EngineSpec
@@ -25,7 +26,17 @@ from ptfactory.filters.execution.limits import Limits
 from ptfactory.generators.config import GenerationConfig
 from ptfactory.section import Section
 
-__all__ = ["DatasetsConfig", "EnginesConfig", "FactoryConfig", "SeedsConfig", "StorageConfig", "load_config"]
+__all__ = [
+    "DatasetsConfig",
+    "EnginesConfig",
+    "FactoryConfig",
+    "JudgeSpec",
+    "SeedsConfig",
+    "StorageConfig",
+    "judge_family",
+    "load_config",
+    "model_family",
+]
 
 
 class SeedsConfig(Section):
@@ -122,8 +133,37 @@ class JudgeSpec(Section):
     name: str = Field(pattern=r"^[a-z0-9_-]{1,40}$")
     type: Literal["llm", "relevance", "execution"] = "llm"
     engine: EngineSpec | None = Field(None, description="llm judges: the engine and model")
+    family: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9_.-]{1,40}$",
+        description="model family (smollm2, gemma3, embedding, execution); default: from the model",
+    )
     rubric: str = Field("rubric", description="template in annotators/judges/templates")
     max_tokens: int = Field(96, gt=0)
+
+
+_FAMILY = re.compile(r"[a-z]+(?:[-_]?\d+(?:\.\d+)?(?=$|[-_.]))?")
+
+
+def model_family(model_id: str) -> str:
+    """A model's family from its name: ``SmolLM2-135M-Instruct`` -> ``smollm2``, ``gemma-3-270m-it``
+    -> ``gemma3``, ``Qwen2.5-0.5B`` -> ``qwen2.5``, ``mistral-7b`` -> ``mistral``."""
+    base = model_id.rstrip("/").rsplit("/", 1)[-1].lower()
+    match = _FAMILY.match(base)
+    family = match.group(0) if match else re.sub(r"[^a-z0-9_.-]", "-", base)
+    return family.replace("-", "").replace("_", "")[:40] or "unknown"
+
+
+def judge_family(spec: JudgeSpec, generator: EngineSpec) -> str:
+    """``spec.family`` if given; else embedding / execution for those types, and for llm judges the
+    family of their model (the generator's when they name no engine, as the panel does)."""
+    if spec.family:
+        return spec.family
+    if spec.type == "relevance":
+        return "embedding"
+    if spec.type == "execution":
+        return "execution"
+    return model_family((spec.engine or generator).model_id)
 
 
 def _default_judges() -> list[JudgeSpec]:
@@ -166,9 +206,22 @@ class FactoryConfig(Section):
     dedup: DedupSection = DedupSection()
     sandbox: SandboxSection = SandboxSection()
     difficulty: DifficultySection = DifficultySection()
-    judges: list[JudgeSpec] = Field(default_factory=_default_judges, min_length=1)
+    judges: list[JudgeSpec] = Field(default_factory=_default_judges, min_length=1, validate_default=True)
     routing: RoutingSection = RoutingSection()
     annotation: AnnotationSection = AnnotationSection()
+
+    @field_validator("judges")
+    @classmethod
+    def _name_and_family_judges(cls, judges: list[JudgeSpec], info: ValidationInfo) -> list[JudgeSpec]:
+        """Judge names are unique (votes, costs and families are keyed by them); every judge gets
+        its family, derived from its model when factory.yaml does not name one."""
+        names = [j.name for j in judges]
+        twice = next((n for n in names if names.count(n) > 1), None)
+        if twice:
+            raise ValueError(f"judge name {twice!r} appears twice; give every judge its own name")
+        engines = info.data.get("engines")
+        generator = engines.generator if isinstance(engines, EnginesConfig) else EngineSpec()
+        return [j.model_copy(update={"family": judge_family(j, generator)}) for j in judges]
 
     def config_hash(self) -> str:
         """A stable hash of the resolved configuration, recorded in every manifest."""

@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ptfactory.storage.schema import prompt_of, response_of
+
 __all__ = ["Judge", "JudgeStats", "Vote"]
 
 VERDICTS = ("accept", "reject", "abstain", "unparsed")
@@ -76,7 +78,6 @@ class Judge(ABC):
 
 
 def prompt_and_response(row: dict[str, Any]) -> tuple[str, str]:
+    """What a judge reads: the first user turn, and the final turn if it is the assistant's."""
     messages = row["messages"]
-    prompt = next((m["content"] for m in messages if m["role"] == "user"), "")
-    response = messages[-1]["content"] if messages and messages[-1]["role"] == "assistant" else ""
-    return str(prompt), str(response)
+    return prompt_of(messages), response_of(messages)

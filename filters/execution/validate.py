@@ -16,7 +16,7 @@ from ptfactory.errors import UserInputError
 from ptfactory.filters.execution.base import Job, Sandbox
 from ptfactory.filters.execution.limits import ExecResult, Limits
 from ptfactory.filters.execution.programs import extract_solution, program
-from ptfactory.storage.schema import add_decision, dropped_mask, set_score
+from ptfactory.storage.schema import add_decision, dropped_mask, prompt_of, response_of, set_score
 
 __all__ = ["ValidationStats", "validate_parquet", "validate_samples"]
 
@@ -66,9 +66,8 @@ def validate_samples(
     programs = []
     for i in code_rows:
         row = rows[i]
-        prompt = next(m["content"] for m in row["messages"] if m["role"] == "user")
-        answer = row["messages"][-1]["content"] if row["messages"][-1]["role"] == "assistant" else ""
-        solution = extract_solution(prompt, answer, row["entry_point"])
+        prompt = prompt_of(row["messages"], required=True)
+        solution = extract_solution(prompt, response_of(row["messages"]), row["entry_point"])
         programs.append(program(solution, row["tests"], row["entry_point"]))
     results = _run(sandbox, programs, limits, stats)
 

@@ -13,7 +13,7 @@ module      holds
 ``ids``     ``sample_id``, the stable content hash
 ``checks``  ``from_records``, ``conform``, ``validate_table``
 ``trail``   the decisions trail and scores: ``add_decision``, ``dropped_mask``, ``set_score``
-``text``    what a row says: ``row_texts``
+``text``    what a row says: ``row_texts``, ``prompt_of``, ``response_of``
 ==========  ==============================================================
 """
 
@@ -35,7 +35,7 @@ from ptfactory.storage.schema.record import (
     SCORES,
     VERDICTS,
 )
-from ptfactory.storage.schema.text import row_texts
+from ptfactory.storage.schema.text import prompt_of, response_of, row_texts
 from ptfactory.storage.schema.trail import add_decision, dropped_mask, live_rows, set_score
 
 __all__ = [
@@ -59,6 +59,8 @@ __all__ = [
     "empty_table",
     "from_records",
     "live_rows",
+    "prompt_of",
+    "response_of",
     "row_texts",
     "sample_id",
     "set_score",

@@ -1,5 +1,9 @@
 """Judges: garbage replies kept and excluded, aggregation math, alpha, and the real models."""
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,6 +151,39 @@ def test_relevance_judge_with_the_bundled_minilm() -> None:
     assert related.score is not None and unrelated.score is not None
     assert related.score > unrelated.score + 3
     assert related.verdict == "accept" and unrelated.verdict == "reject"
+
+
+_BUILD_RELEVANCE_SCORER = """
+import json, os
+import sentence_transformers, torch  # their own import-time settings are not ours to judge
+from ptfactory.annotators.judges import RelevanceJudge
+
+before = dict(os.environ)
+judge = RelevanceJudge("minilm")
+judge._encoder()
+vote, = judge.judge([{"kind": "sft", "messages": [
+    {"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue."}]}])
+after = dict(os.environ)
+changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+print(json.dumps({"changed": changed, "scored": vote.score is not None}))
+"""
+
+
+def test_building_the_relevance_scorer_leaves_the_environment_alone() -> None:
+    """Offline by argument (``local_files_only``), not by setting HF_HUB_OFFLINE for the process:
+    run where HF_HUB_OFFLINE is unset, so a library that sets it is caught."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    done = subprocess.run(
+        [sys.executable, "-c", _BUILD_RELEVANCE_SCORER],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"changed": [], "scored": True}
 
 
 @pytest.mark.slow

@@ -47,3 +47,49 @@ def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
 
 def test_config_hash_changes_with_values() -> None:
     assert FactoryConfig().config_hash() != parse_config({"storage": {"shard_rows": 7}}).config_hash()
+
+
+def test_two_named_judges_are_exactly_the_panel_with_their_families(tmp_path: Path) -> None:
+    path = tmp_path / "factory.yaml"
+    path.write_text(
+        "judges:\n"
+        "  - {name: gemma, type: llm, engine: {model: /models/gemma-3-270m-it}}\n"
+        "  - {name: relevance, type: relevance}\n"
+    )
+    judges = load_config(path, required=True).judges
+    assert [(j.name, j.type, j.family) for j in judges] == [
+        ("gemma", "llm", "gemma3"),  # derived from the model's name
+        ("relevance", "relevance", "embedding"),
+    ]
+    assert judges[0].engine is not None and judges[0].engine.model == "/models/gemma-3-270m-it"
+
+
+def test_judge_families_default_from_the_model_or_are_given() -> None:
+    defaults = FactoryConfig().judges
+    assert [(j.name, j.family) for j in defaults] == [
+        ("smollm2", "smollm2"),
+        ("minilm-relevance", "embedding"),
+        ("execution", "execution"),
+    ]
+    config = parse_config(
+        {
+            "engines": {"generator": {"model": "Qwen/Qwen2.5-0.5B-Instruct"}},
+            "judges": [{"name": "a"}, {"name": "b", "type": "llm", "family": "house"}],
+        }
+    )
+    # a judge without an engine runs on the generator's model, so it has that family
+    assert [j.family for j in config.judges] == ["qwen2.5", "house"]
+
+
+def test_unknown_judge_type_is_one_line_naming_the_allowed_types() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"judges": [{"name": "vibes", "type": "vibe-check"}]})
+    message = str(info.value)
+    assert "'judges.0.type' is \"vibe-check\"; allowed: 'llm', 'relevance' or 'execution'" in message
+    assert "\n" not in message
+
+
+def test_judge_names_are_unique() -> None:
+    with pytest.raises(ConfigError, match="judge name 'a' appears twice") as info:
+        parse_config({"judges": [{"name": "a"}, {"name": "a", "type": "relevance"}]})
+    assert "\n" not in str(info.value)
