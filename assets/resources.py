@@ -107,7 +107,8 @@ class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
         spec = self.config.engines.generator
         model = spec.model if spec.backend != "openai" else "bundled"
-        return AutoTokenizer.from_pretrained(resolve_model_path(model))
+        path = resolve_model_path(model)
+        return AutoTokenizer.from_pretrained(path, local_files_only=Path(path).is_dir())
 
     def label_studio(self) -> LabelStudioServer:
         return LabelStudioServer(self.state_dir, port=self.config.annotation.port)

@@ -134,11 +134,12 @@ def train(config: TrainConfig, datasets: DatasetStore | None = None, say: Any = 
         f"model {config.model}, {config.max_steps} steps"
     )
     torch.manual_seed(config.seed)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    # a local folder (checked above): offline by argument, not by the process's environment
+    tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=True)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     dtype = torch.bfloat16 if config.bf16 else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, local_files_only=True)
     trainer = _trainer(config, data, model, tokenizer, output)
 
     metrics: dict[str, Any] = {}

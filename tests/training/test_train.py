@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import random
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -45,6 +48,120 @@ def published(home: Path) -> DatasetStore:
     return datasets
 
 
+# The rule the quality check trains on: each word has a code word, a prompt names two words, and
+# the answer is their two codes. Each word is one token of the tiny model's tokenizer (its corpus
+# is in tests/models.py), so a row is ~30 tokens. The 24 validation pairs are never trained on,
+# but each of their words is, in both positions, so only a model that learned the rule predicts them.
+_CODES = {
+    "fox": "brown",
+    "dog": "capital",
+    "judge": "dedup",
+    "shard": "france",
+    "paris": "function",
+    "python": "jumps",
+    "sandbox": "numbers",
+    "version": "over",
+    "prompt": "quick",
+    "sample": "returns",
+    "factory": "sum",
+    "lazy": "answer",
+}
+
+
+def _code_rows(pairs: list[tuple[str, str]]) -> pa.Table:
+    records = []
+    for prompt, answer in pairs:
+        messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
+        records.append(
+            {
+                "sample_id": sample_id("sft", messages),
+                "batch": "b1",
+                "kind": "sft",
+                "messages": messages,
+                "provenance": {"method": "test"},
+                "decisions": [{"stage": "seed", "verdict": "keep", "reason": "test", "detail": None}],
+            }
+        )
+    return from_records(records)
+
+
+def _code_splits(shuffle_answers: bool) -> dict[str, pa.Table]:
+    """``train`` (120 pairs) and ``validation`` (24 held-out pairs, always with their right answers)."""
+    pairs = [(f"codes of {a} {b}?", f"{_CODES[a]} {_CODES[b]}") for a, b in itertools.product(_CODES, _CODES)]
+    random.Random(0).shuffle(pairs)
+    validation, train = pairs[:24], pairs[24:]
+    if shuffle_answers:  # the control: the same prompts and answers, but no rule joins them
+        answers = [answer for _, answer in train]
+        random.Random(1).shuffle(answers)
+        train = [(prompt, answer) for (prompt, _), answer in zip(train, answers, strict=True)]
+    return {"train": _code_rows(train), "validation": _code_rows(validation)}
+
+
+def _answered(output: Path, validation: pa.Table) -> int:
+    """How many held-out prompts the checkpoint answers exactly: greedy, through the chat template."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    model = AutoModelForCausalLM.from_pretrained(output)
+    right = 0
+    for row in validation.to_pylist():
+        prompt, answer = row["messages"]
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt["content"]}], tokenize=False, add_generation_prompt=True
+        )
+        ids = tokenizer(text, return_tensors="pt").input_ids
+        generated = model.generate(ids, max_new_tokens=8, do_sample=False)
+        reply = tokenizer.decode(generated[0, ids.shape[1] :], skip_special_tokens=True).strip()
+        right += reply == answer["content"]
+    return right
+
+
+@pytest.mark.slow  # two 400-step runs: ~30 s of CPU
+def test_sft_learns_a_rule_that_a_shuffled_control_cannot(
+    home: Path, tiny_model: Path, tmp_path: Path
+) -> None:
+    """Validation loss and held-out answers after SFT on the rule, against a shuffled-answer control.
+
+    Both runs have the same model, seed, steps and hyper-parameters and are measured on the same
+    held-out rows; only the control's training answers are permuted across its prompts. Fitting the
+    chat template and how often each word occurs lowers both runs' losses alike (from ~5.9); only
+    learning the answer from the prompt (answers kept with their prompts, loss on the answers)
+    lowers the rule run's validation loss further. Measured over seeds 0-3: rule 0.186-0.206,
+    control 0.377-0.385 nats/token (gap 0.179-0.193); a control shuffled another way lands within
+    0.006 of this one. The loss is TRL's own, so a bug in its preprocessing that both runs share
+    (labels shifted one token too far, no chat template) leaves the gap; greedy answers to the
+    held-out prompts, generated here through the tokenizer's chat template, catch those: the rule
+    run got 18-24 of 24 right over seeds 0-3, the control 0, and either of those bugs 0.
+    """
+    datasets = DatasetStore(str(home))
+    losses: dict[str, dict[str, Any]] = {}
+    right: dict[str, int] = {}
+    for name, shuffle_answers in (("rule", False), ("control", True)):
+        splits = _code_splits(shuffle_answers)
+        datasets.publish(name, splits, kind="sft", config_hash="t")
+        config = TrainConfig(
+            kind="sft",
+            dataset=f"{name}@v1",
+            model=str(tiny_model),
+            output=str(tmp_path / name),
+            max_steps=400,
+            learning_rate=5e-3,
+            batch_size=8,
+            max_length=64,
+        )
+        losses[name] = train(config, datasets, say=lambda _: None).metrics
+        right[name] = _answered(tmp_path / name, splits["validation"])
+    rule, control = losses["rule"], losses["control"]
+    assert rule["validation_loss_before"] == pytest.approx(control["validation_loss_before"])
+    gap = control["validation_loss_after"] - rule["validation_loss_after"]
+    assert gap > 0.1, (
+        f"validation loss after SFT: {rule['validation_loss_after']:.3f} on the rule, "
+        f"{control['validation_loss_after']:.3f} on shuffled answers; the rule was not learned"
+    )
+    assert right["rule"] >= 12, f"the rule run answered {right['rule']} of 24 held-out prompts right"
+    assert right["control"] <= 3, f"the control answered {right['control']} of 24 right: the check is vacuous"
+
+
 def _weights(path: Path) -> dict[str, torch.Tensor]:
     from transformers import AutoModelForCausalLM
 
@@ -71,6 +188,8 @@ def test_training_lowers_loss_changes_weights_records_lineage(
     result = train(config, published, say=lambda _: None)
     metrics = result.metrics
     assert metrics["steps"] == 12
+    # a smoke check (memorising guarantees it): test_sft_learns_a_rule_that_a_shuffled_control_cannot
+    # is the one that fails when the answers are not learned from their prompts
     assert metrics["train_loss_after"] < metrics["train_loss_before"]
     after = _weights(output)
     assert any(not torch.equal(before[k], after[k]) for k in before)
