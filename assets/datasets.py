@@ -6,6 +6,7 @@ import pyarrow as pa
 from ptfactory.assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
 from ptfactory.assets.resources import FactoryResource
 from ptfactory.filters.dedup.core import compute_signatures
+from ptfactory.filters.dedup.minhash import SHINGLE_HASH, hash_library
 from ptfactory.storage.assemble import assemble_preference, assemble_sft
 from ptfactory.storage.manifest import Manifest
 from ptfactory.storage.schema import row_texts
@@ -39,6 +40,8 @@ def _version_stats(table: pa.Table, splits: dict[str, pa.Table], price_per_mtok:
         "estimated_cost_usd": round((prompt + completion) * price_per_mtok / 1e6, 6),
         "split_rows": {split: t.num_rows for split, t in splits.items()},
         "kinds": {k: kinds.count(k) for k in sorted(set(kinds))},
+        # which hash built the rows' MinHash signatures: an index of another hash cannot match them
+        "dedup": {"shingle_hash": SHINGLE_HASH, "hash_library": hash_library()},
     }
 
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 from ptfactory.errors import ConfigError
 from ptfactory.filters.dedup.core import DedupConfig
 from ptfactory.filters.dedup.lsh import band_keys, estimated_jaccard
+from ptfactory.filters.dedup.minhash import SHINGLE_HASH, hash_library
 from ptfactory.storage.duck import connect
 
 __all__ = ["PublishedIndex"]
@@ -42,12 +43,20 @@ class PublishedIndex:
         return json.dumps({**body, "bands": list(self.config.bands)}, sort_keys=True)
 
     def _check(self, con: object) -> None:
-        rows = con.execute("SELECT value FROM meta WHERE key = 'params'").fetchall()  # type: ignore[attr-defined]
-        row = rows[0] if rows else None
-        if row and row[0] != self._params():
+        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())  # type: ignore[attr-defined]
+        if "params" in meta and meta["params"] != self._params():
             raise ConfigError(
-                f"the dedup index at {self.path} was built with {row[0]}, not {self._params()}; "
+                f"the dedup index at {self.path} was built with {meta['params']}, not {self._params()}; "
                 "rebuild it with `ptf datasets reindex` after changing dedup settings"
+            )
+        indexed = con.execute("SELECT count(*) FROM signatures").fetchall()[0][0]  # type: ignore[attr-defined]
+        if indexed and meta.get("hash") != SHINGLE_HASH:
+            # its band keys would silently stop matching new rows' (an index from before hashes were
+            # recorded used polars' Series.hash, which may change with any polars release)
+            built = repr(meta["hash"]) if "hash" in meta else "an unrecorded hash (polars' Series.hash)"
+            raise ConfigError(
+                f"the dedup index at {self.path} was built with shingle hash {built}, not {SHINGLE_HASH!r}; "
+                "rebuild it with `ptf datasets reindex`"
             )
 
     def count(self) -> int:
@@ -83,6 +92,8 @@ class PublishedIndex:
             con.execute(_DDL)
             self._check(con)
             con.execute("INSERT OR REPLACE INTO meta VALUES ('params', ?)", [self._params()])
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('hash', ?)", [SHINGLE_HASH])
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('hash_library', ?)", [hash_library()])
             con.register("incoming", pa.table({"sample_id": pa.array(sample_ids, pa.string())}))
             new_ids = {
                 r[0]

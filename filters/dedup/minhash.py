@@ -4,6 +4,11 @@ Tokenizing is the bottleneck of MinHash dedup in Python, so it never runs per do
 Python: polars normalizes (NFKC, lower case, punctuation → space) and splits into words for a
 whole chunk at once, and word 5-grams are hashed by combining word hashes with numpy.
 
+Word hashes are XXH3-64 (polars-hash): a hash defined by its specification, so the same word hashes
+the same on every machine and in every version (``polars.Series.hash`` promises neither). Its name
+is :data:`SHINGLE_HASH`, recorded in the dedup index and in each manifest's dedup stats; an index
+built with another hash is refused.
+
 Signatures are one-permutation MinHash (Li, Owen & Zhang, 2012): each shingle is hashed once
 and lands in one of ``num_perm`` bins, the signature keeps the minimum per bin, and empty
 bins are filled by optimal densification (Shrivastava, 2017) so that, as with ``num_perm``
@@ -15,10 +20,23 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import polars_hash as plh
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["normalized", "shingle_hashes", "signatures", "words"]
+__all__ = [
+    "SHINGLE_HASH",
+    "hash_library",
+    "normalized",
+    "shingle_hashes",
+    "signatures",
+    "word_hashes",
+    "words",
+]
+
+# What the shingle hashes are built from; change it (and so force a reindex) whenever any hash below
+# would change for the same text.
+SHINGLE_HASH = "xxh3_64-words+fnv-ngrams+splitmix/1"
 
 EMPTY = np.uint32(0xFFFFFFFF)
 _PRIME = np.uint64(0x100000001B3)
@@ -59,6 +77,19 @@ def normalized(texts: pa.Array | pa.ChunkedArray | list[str | None]) -> pl.Serie
     return tokens.list.eval(pl.element().filter(pl.element() != "")).list.join(" ")
 
 
+def hash_library() -> str:
+    """The library and version that computed :func:`word_hashes` (recorded beside the hash's name)."""
+    from importlib.metadata import version
+
+    return f"polars-hash {version('polars-hash')}"
+
+
+def word_hashes(flat: pl.Series, seed: int) -> np.ndarray:
+    """XXH3-64 of each word's UTF-8 bytes with ``seed`` (equal to ``xxhash.xxh3_64_intdigest``)."""
+    column = flat.to_frame("w").select(plh.col("w").nchash.xxh3_64(seed=seed)).to_series()
+    return column.to_numpy().astype(np.uint64, copy=False)
+
+
 def shingle_hashes(
     flat: pl.Series, lengths: np.ndarray, ngram: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -68,7 +99,7 @@ def shingle_hashes(
     shingle (all its words); an empty one has none. The whole-document hash (order-sensitive, over
     the normalized words) is the key of the exact-duplicate pass.
     """
-    word_hash = flat.hash(seed=seed).to_numpy().astype(np.uint64, copy=False)
+    word_hash = word_hashes(flat, seed)
     doc_of_word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) if len(lengths) else np.zeros(0, np.int64)
     position = np.arange(len(word_hash), dtype=np.int64) - np.repeat(starts, lengths)

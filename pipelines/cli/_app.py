@@ -11,16 +11,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
 from ptfactory.errors import UserInputError
-
-if TYPE_CHECKING:
-    import click
 from ptfactory.home import find_project, project_root
 
 __all__ = [
@@ -44,7 +41,7 @@ class _ArgsSeenGroup(TyperGroup):
     """Keeps the command line in ``ctx.meta`` for the callback: click hands a group's callback no
     arguments, and whether we need a project depends on the command (and on ``--help``)."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # typer's vendored click.Context
         ctx.meta["ptf/args"] = [*getattr(ctx, "_protected_args", []), *ctx.args]
         return super().invoke(ctx)
 

@@ -62,7 +62,9 @@ def test_exact_and_near_duplicates_and_reasons() -> None:
     texts = [
         base,
         base.upper() + "!!",
-        base.replace("budget", "money"),
+        # one word changed at the end: true Jaccard 45/47 (a change mid-text, 41/51 = 0.80, sat on the
+        # threshold, so whether it counted depended on the hash's luck)
+        base.replace("planners", "designers"),
         "an unrelated sentence about whales and krill",
         None,
     ]

@@ -55,6 +55,53 @@ def test_settings_mismatch_says_to_rebuild(tmp_path: Path, texts: list[str]) -> 
         other.query(compute_signatures(texts[:3], other.config).signatures)
 
 
+def test_word_hashes_are_the_specified_xxh3_and_signatures_do_not_drift() -> None:
+    """The hash is defined by its specification (XXH3-64, the same as the xxhash package's), and a
+    fixed text's shingle hashes and signature are pinned: a change of library or of our combining
+    scheme fails here, which is when SHINGLE_HASH must change (and force a reindex)."""
+    import xxhash
+
+    from ptfactory.filters.dedup.minhash import SHINGLE_HASH, shingle_hashes, signatures, word_hashes, words
+
+    flat, lengths = words(["The quick brown fox jumps over the lazy dog near the river bank today"])
+    assert word_hashes(flat, 1).tolist() == [xxhash.xxh3_64_intdigest(w.encode(), 1) for w in flat.to_list()]
+    docs, hashes, whole = shingle_hashes(flat, lengths, 5, 1)
+    assert hashes[:3].tolist() == [2855452591990961229, 18062224566075883431, 275920212462944498]
+    assert int(whole[0]) == 1642151385264674436
+    assert signatures(docs, hashes, 1, 16, 1)[0, :4].tolist() == [
+        2855551218,
+        2624694712,
+        3935761485,
+        1001675442,
+    ]
+    assert SHINGLE_HASH == "xxh3_64-words+fnv-ngrams+splitmix/1"
+
+
+@pytest.mark.parametrize("recorded", [None, "polars-series-hash/0"])
+def test_an_index_built_with_another_hash_is_refused(
+    tmp_path: Path, texts: list[str], recorded: str | None
+) -> None:
+    from ptfactory.storage.duck import connect
+
+    path = tmp_path / "index.duckdb"
+    sig = compute_signatures(texts[:3], CONFIG).signatures
+    PublishedIndex(path, CONFIG).add(["a", "b", "c"], sig, "sft", 1)
+    with connect(path) as con:  # what an index of an older ptfactory, or another hash, holds
+        con.execute("DELETE FROM meta WHERE key = 'hash'")
+        if recorded:
+            con.execute("INSERT INTO meta VALUES ('hash', ?)", [recorded])
+    index = PublishedIndex(path, CONFIG)
+    with pytest.raises(
+        ConfigError, match=r"built with shingle hash .*; rebuild it with `ptf datasets reindex`"
+    ):
+        index.query(sig)
+    with pytest.raises(ConfigError, match="ptf datasets reindex"):
+        index.add(["d"], sig[:1], "sft", 2)
+    index.clear()  # what reindex does first; then the index takes the current hash again
+    assert index.add(["a"], sig[:1], "sft", 1) == 1
+    assert index.query(sig[:1])[0] == ("a", 1.0)
+
+
 def _read_many(path: str, rounds: int, queue: "multiprocessing.Queue[int]") -> None:
     texts = build(families=20, unrelated=40, seed=3).texts
     index = PublishedIndex(Path(path), CONFIG)

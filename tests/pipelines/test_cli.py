@@ -35,6 +35,9 @@ def test_run_publishes_pulls_and_explains(
     shards = sorted(p.name for p in (tmp_path / "pulled").glob("*.parquet"))
     manifest = json.loads((project / ".ptf/datasets/sft/v1/manifest.json").read_text())
     assert shards == sorted(s["file"] for s in manifest["shards"]) and shards
+    from ptfactory.filters.dedup.minhash import SHINGLE_HASH
+
+    assert manifest["stats"]["dedup"]["shingle_hash"] == SHINGLE_HASH  # which hash built its signatures
     refused = ptf("pull", "sft@latest", "--to", str(tmp_path / "pulled"))
     assert refused.returncode == 2 and "is not empty" in refused.stderr and "--force" in refused.stderr
     _ok(ptf("pull", "sft@latest", "--to", str(tmp_path / "pulled"), "--force"))
