@@ -17,13 +17,13 @@ is (one database serves every home; give each home its own ``DAGSTER_HOME`` if t
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ptfactory.home import is_local_url, ptf_home
+from ptfactory.storage.fs import atomic_write_text
 
 __all__ = ["instance_home"]
 
@@ -54,12 +54,8 @@ def _moved(config: dict[str, Any], base: Path) -> dict[str, Any]:
 
 
 def _write_if_changed(path: Path, text: str) -> None:
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    if not (path.is_file() and path.read_text(encoding="utf-8") == text):
+        atomic_write_text(path, text)
 
 
 def instance_home(root: Path) -> Path:

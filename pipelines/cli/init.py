@@ -10,6 +10,7 @@ import typer
 
 from ptfactory.errors import UserInputError
 from ptfactory.pipelines.cli._app import app, out, user_path
+from ptfactory.storage.fs import atomic_write_text
 
 # `.ptf/` is the project's state (datasets, the Dagster instance, venvs): never commit it
 _GITIGNORE = ".ptf/\n__pycache__/\n"
@@ -41,10 +42,6 @@ def init(
     if not (target / ".gitignore").exists():
         files[".gitignore"] = _GITIGNORE
     for name, text in files.items():
-        path = target / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-        out.print(f"  wrote {path}")
+        atomic_write_text(target / name, text)
+        out.print(f"  wrote {target / name}")
     out.print(f"project ready in {target}; next: cd {directory} && ptf run --seeds seeds/example.jsonl")
