@@ -1,8 +1,14 @@
 """The engine interface every LLM backend implements, and the caching around it.
 
 ``Engine.chat(conversations, params) -> list[list[Completion]]`` (``params.n`` completions
-each) and ``Engine.score(prompts, continuations) -> list[TokenLogprobs]``. Subclasses
-implement ``_chat``/``_score`` for the requests the cache cannot answer; the base class
+each; ``params.json_schema`` constrains the reply where ``supports_json_schema``),
+``Engine.score(prompts, continuations) -> list[TokenLogprobs]`` and
+``Engine.choice_logprobs(prompts, choices) -> list[list[float]]``: the log-probability of each
+of a fixed set of continuations (a judge's score tokens) after each prompt, prefill only, no
+decoding. A prompt is a conversation (rendered by the chat template) or a plain string (a
+completion prompt for base models without one). Subclasses implement ``_chat``/``_score``
+(and may implement ``_choice_logprobs`` faster than one scored continuation per choice) for
+the requests the cache cannot answer; the base class
 looks every request up in the :class:`~ptfactory.engines.cache.ResponseCache` first and stores each
 finished chunk immediately, so a run killed half-way re-sends nothing that finished.
 """
@@ -24,11 +30,13 @@ __all__ = [
     "Conversation",
     "Engine",
     "EngineStats",
+    "Prompt",
     "SamplingParams",
     "TokenLogprobs",
 ]
 
 Conversation = list[dict[str, str]]
+Prompt = Conversation | str  # a str is a completion prompt: no chat template is applied
 
 
 @dataclass(frozen=True)
@@ -125,8 +133,18 @@ class Engine(ABC):
     def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
         """Run every conversation through the model; no caching here."""
 
-    def _score(self, prompts: Sequence[Conversation], continuations: Sequence[str]) -> list[TokenLogprobs]:
+    def _score(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[TokenLogprobs]:
         raise NotImplementedError(f"the {self.backend} engine cannot score continuations")
+
+    def _choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str]) -> list[list[float]]:
+        """log P(choice | prompt) per prompt and choice: by default one scored continuation per
+        choice (exact for multi-token choices); local backends override it with one forward pass."""
+        flat = self._score([p for p in prompts for _ in choices], [c for _ in prompts for c in choices])
+        width = len(choices)
+        return [
+            [sum(t.logprobs) if t.logprobs else float("-inf") for t in flat[i * width : (i + 1) * width]]
+            for i in range(len(prompts))
+        ]
 
     def close(self) -> None:  # noqa: B027 - optional hook; most backends hold nothing to release
         """Release models, processes or connections."""
@@ -160,7 +178,7 @@ class Engine(ABC):
             _log_calls("done", list(stored))
         return [results[k] for k in keys]
 
-    def score(self, prompts: Sequence[Conversation], continuations: Sequence[str]) -> list[TokenLogprobs]:
+    def score(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[TokenLogprobs]:
         keys = [
             request_key("score", self.model_id, {}, {"prompt": p, "continuation": c})
             for p, c in zip(prompts, continuations, strict=True)
@@ -179,6 +197,31 @@ class Engine(ABC):
                 results[key] = value
             if self.cache is not None:
                 self.cache.put_many("score", self.model_id, {k: asdict(results[k]) for k, _ in chunk})
+            _log_calls("done", [k for k, _ in chunk])
+        return [results[k] for k in keys]
+
+    def choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str]) -> list[list[float]]:
+        """For each prompt, the log-probability of each choice as the continuation (unnormalised:
+        the choices need not cover the vocabulary). Cached like every other request."""
+        if not choices:
+            raise ValueError("choice_logprobs needs at least one choice")
+        keys = [request_key("choices", self.model_id, {"choices": list(choices)}, p) for p in prompts]
+        found = self.cache.get_many(keys) if self.cache is not None else {}
+        results: dict[str, list[float]] = {k: [float(x) for x in v] for k, v in found.items()}
+        self.stats.cache_hits += sum(1 for k in keys if k in results)
+        for chunk in _pending_chunks(list(zip(keys, prompts, strict=True)), results, self.chunk_size):
+            started = time.perf_counter()
+            _log_calls("sent", [k for k, _ in chunk])
+            answers = self._choice_logprobs([p for _, p in chunk], choices)
+            self.stats.seconds += time.perf_counter() - started
+            self.stats.requests_sent += len(chunk)
+            for (key, _), values in zip(chunk, answers, strict=True):
+                results[key] = [float(v) for v in values]
+            if self.cache is not None:
+                # -inf is not JSON: stored as a very small number, read back the same way
+                self.cache.put_many(
+                    "choices", self.model_id, {k: [max(v, -1e30) for v in results[k]] for k, _ in chunk}
+                )
             _log_calls("done", [k for k, _ in chunk])
         return [results[k] for k in keys]
 

@@ -24,6 +24,7 @@ from ptfactory.engines.base import (
     Completion,
     Conversation,
     Engine,
+    Prompt,
     SamplingParams,
     TokenLogprobs,
     failed_completion,
@@ -217,10 +218,13 @@ class OpenAIEngine(Engine):
                 )
             )
 
-    def _score(self, prompts: Sequence[Conversation], continuations: Sequence[str]) -> list[TokenLogprobs]:
-        # The server applies no chat template to /completions: render the prompt turns as text.
+    def _score(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[TokenLogprobs]:
+        # The server applies no chat template to /completions: render the prompt turns as text
+        # (a string prompt is already a completion prompt).
         texts = [
-            "".join(f"{m['role']}: {m['content']}\n" for m in p) + ("assistant:\n" if p else "")
+            p
+            if isinstance(p, str)
+            else "".join(f"{m['role']}: {m['content']}\n" for m in p) + ("assistant:\n" if p else "")
             for p in prompts
         ]
         return _run_sync(self._score_all(texts, continuations))

@@ -10,19 +10,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptfactory.engines.base import Conversation
+from ptfactory.engines.base import Prompt
 from ptfactory.errors import EngineError
 
 __all__ = ["score_token_ids"]
 
 
-def score_token_ids(tokenizer: Any, prompt: Conversation, continuation: str) -> tuple[list[int], list[int]]:
+def score_token_ids(tokenizer: Any, prompt: Prompt, continuation: str) -> tuple[list[int], list[int]]:
     """``(context, continuation_ids)``: the model reads ``context + continuation_ids``, and the
     log-probability of continuation token ``i`` is read at position ``len(context) + i - 1``.
 
-    ``tokenizer`` is a Hugging Face tokenizer with a chat template (vLLM's is one too).
+    ``tokenizer`` is a Hugging Face tokenizer (vLLM's is one too). A conversation is rendered by
+    its chat template; a string prompt (a completion prompt for a base model) is tokenized as is,
+    with the tokenizer's special tokens (BOS).
     """
-    if prompt:
+    if isinstance(prompt, str):
+        context = list(tokenizer(prompt, add_special_tokens=True)["input_ids"]) if prompt else []
+    elif prompt:
         prefix = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
         context = list(tokenizer(prefix, add_special_tokens=False)["input_ids"]) if prefix else []
     else:

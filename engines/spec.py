@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ptfactory.engines.base import Engine
+from ptfactory.engines.bundled import bundled_name
 from ptfactory.engines.cache import ResponseCache
 
 __all__ = ["EngineSpec", "build_engine"]
@@ -19,7 +20,10 @@ class EngineSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     backend: Literal["transformers", "vllm", "openai"] = "transformers"
-    model: str = Field("bundled", description="'bundled' (SmolLM2-135M-Instruct), a folder, or a hub id")
+    model: str = Field(
+        "bundled",
+        description="'bundled' (SmolLM2-135M-Instruct), 'bundled:gemma3-270m' (Gemma 3 270M), a folder, or a hub id",
+    )
     # transformers
     batch_size: int = Field(8, gt=0)
     device: str = "cpu"
@@ -45,7 +49,7 @@ class EngineSpec(BaseModel):
     @property
     def model_id(self) -> str:
         """The model's name in cache keys and provenance."""
-        return "SmolLM2-135M-Instruct" if self.model == "bundled" else self.model
+        return bundled_name(self.model) or self.model
 
 
 def build_engine(spec: EngineSpec, cache_path: Path | None) -> Engine:

@@ -1,7 +1,9 @@
 """The embedded default engine: Hugging Face transformers on CPU (or one GPU), batched.
 
-No structured-output support: judges on this backend are prompted for JSON and parsed,
-and a reply that does not parse is recorded as such.
+No structured-output support (``supports_json_schema`` is false): judges on this backend read
+their score from the model's probabilities over the score tokens (``choice_logprobs``: one
+batched prefill, no decoding). A model without a chat template (a base model) can score
+string prompts but not chat.
 """
 
 from __future__ import annotations
@@ -11,7 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams, TokenLogprobs
+from ptfactory.engines.base import (
+    Completion,
+    Conversation,
+    Engine,
+    Prompt,
+    SamplingParams,
+    TokenLogprobs,
+)
 from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.engines.scoring import score_token_ids
 from ptfactory.errors import EngineError
@@ -55,8 +64,6 @@ class TransformersEngine(Engine):
                 )
             except OSError as exc:
                 raise EngineError(f"cannot load model {path!r}: {exc}") from exc
-            if tokenizer.chat_template is None:
-                raise EngineError(f"model {path!r} has no chat template; use an instruct/chat model")
             tokenizer.padding_side = "left"
             if tokenizer.pad_token is None:
                 tokenizer.pad_token = tokenizer.eos_token
@@ -74,6 +81,11 @@ class TransformersEngine(Engine):
         import torch
 
         model, tokenizer = self._load()
+        if tokenizer.chat_template is None:
+            raise EngineError(
+                f"model {self.model_path!r} has no chat template, so it cannot chat; use an "
+                "instruct/chat model, or (judges) prompt: completion with scoring: probability"
+            )
         encoded = tokenizer.apply_chat_template(
             list(batch), add_generation_prompt=True, return_tensors="pt", padding=True, return_dict=True
         ).to(self.device)
@@ -112,7 +124,41 @@ class TransformersEngine(Engine):
             completions.append(group)
         return completions
 
-    def _score(self, prompts: Sequence[Conversation], continuations: Sequence[str]) -> list[TokenLogprobs]:
+    def _choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str]) -> list[list[float]]:
+        """One forward pass per batch of prompts when every choice is one distinct token after the
+        prompt (digits are, in the bundled tokenizers); otherwise one scored continuation each."""
+        import torch
+
+        model, tokenizer = self._load()
+        contexts = [score_token_ids(tokenizer, p, choices[0])[0] for p in prompts]
+        ids = [score_token_ids(tokenizer, prompts[0], c)[1] for c in choices] if prompts else []
+        if not prompts or any(len(i) != 1 for i in ids) or len({i[0] for i in ids}) != len(ids):
+            return super()._choice_logprobs(prompts, choices)
+        wanted = torch.tensor([i[0] for i in ids], device=self.device)
+        order = sorted(range(len(prompts)), key=lambda i: len(contexts[i]))  # less padding per batch
+        results: dict[int, list[float]] = {}
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            width = max(len(contexts[i]) for i in batch)
+            input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, i in enumerate(batch):  # left padding: the last position is every prompt's end
+                input_ids[row, width - len(contexts[i]) :] = torch.tensor(contexts[i])
+                mask[row, width - len(contexts[i]) :] = 1
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            with torch.inference_mode():
+                logits = model(
+                    input_ids=input_ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    position_ids=positions.to(self.device),
+                ).logits[:, -1]
+            picked = torch.log_softmax(logits.float(), dim=-1)[:, wanted]
+            for row, i in enumerate(batch):
+                results[i] = [float(x) for x in picked[row].tolist()]
+        return [results[i] for i in range(len(prompts))]
+
+    def _score(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[TokenLogprobs]:
         import torch
 
         model, tokenizer = self._load()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams, TokenLogprobs
+from ptfactory.engines.base import Completion, Conversation, Engine, Prompt, SamplingParams, TokenLogprobs
 from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.engines.scoring import score_token_ids
 from ptfactory.errors import EngineError
@@ -129,7 +129,7 @@ class VLLMEngine(Engine):
             results.append(group)
         return results
 
-    def _score(self, prompts: Sequence[Conversation], continuations: Sequence[str]) -> list[TokenLogprobs]:
+    def _score(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[TokenLogprobs]:
         if self.python:
             raw = self._remote().call("score", prompts=list(prompts), continuations=list(continuations))
             return [TokenLogprobs(**r) for r in raw]

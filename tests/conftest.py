@@ -16,6 +16,9 @@ from ptfactory.storage.schema import from_records, sample_id
 
 REPO = Path(__file__).resolve().parent.parent
 PTF = [sys.executable, "-m", "ptfactory"]
+# The bundled models are converted once per machine, not once per test home (a minute or two each);
+# subprocesses (`ptf` runs) inherit it.
+os.environ.setdefault("PTF_MODELS_DIR", str(REPO / ".ptf" / "test-state" / "models"))
 
 
 @pytest.fixture
@@ -38,7 +41,7 @@ def fast_factory_yaml(model: Path) -> str:
         "difficulty: {k: 2, max_tokens: 16, ifd_max: 1000}\n"
         f"judges:\n  - {{name: execution, type: execution}}\n"
         f"  - {{name: tiny, type: llm, engine: {{model: {model}}}, max_tokens: 8}}\n"
-        "routing: {accept_at: 1, max_spread: 9, reject_at: 1, silent: accept}\n"
+        "routing: {accept_at: 1, max_spread: 9, reject_at: 1, silent: accept, audit_rate: 0}\n"
     )
 
 

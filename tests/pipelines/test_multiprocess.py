@@ -79,7 +79,7 @@ def _config(tmp: Path, model: Path) -> Path:
         " responses: {max_tokens: 2, temperature: 0}}\n"
         "difficulty: {k: 2, max_tokens: 16, ifd_max: 1000}\n"
         "judges: [{name: execution, type: execution}]\n"
-        "routing: {accept_at: 1, max_spread: 9, reject_at: 1, silent: accept}\n"
+        "routing: {accept_at: 1, max_spread: 9, reject_at: 1, silent: accept, audit_rate: 0}\n"
     )
     return path
 
