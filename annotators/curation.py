@@ -6,7 +6,13 @@
   response replaces the last assistant turn (``review/edit``, the original kept in the decision's
   detail and the annotation record), and the (corrected, original) pair also becomes a preference
   row; a preference choice of B swaps chosen and rejected, a tie drops the pair.
-- Rows with no label yet stay as they were: still awaiting review, never published, never lost.
+- Rows with no label yet stay as they were: still awaiting review (or waiting for a review slot),
+  never published, never lost. ``routed`` holds every batch's routed rows; a row a later batch's
+  budget promoted is there twice, and only its newest copy is curated
+  (:func:`~ptfactory.storage.schema.latest_copies`), so it comes out once.
+- Audit rows (routing reason ``audit``) are labeled like any other; the automatic verdict they
+  carry is compared with the expert's: ``audit_agreement`` over ``audit_pairs``, an unbiased
+  estimate of how often the auto-accept/reject bands are right.
 """
 
 from __future__ import annotations
@@ -21,7 +27,14 @@ import pyarrow as pa
 
 from ptfactory.annotators.labelstudio.results import Label, combine, parse_result
 from ptfactory.annotators.pairs import auto_pairs, preference_row
-from ptfactory.storage.schema import SAMPLE_SCHEMA, conform
+from ptfactory.storage.schema import (
+    SAMPLE_SCHEMA,
+    audited_verdict,
+    awaiting_review,
+    conform,
+    is_waiting,
+    latest_copies,
+)
 
 __all__ = ["Curated", "LabelState", "curate", "replay"]
 
@@ -69,6 +82,8 @@ class Curated:
     multi_annotated: int = 0
     judge_human_agreement: float | None = None
     judge_human_pairs: int = 0
+    audit_agreement: float | None = None  # share of audited auto verdicts the expert agreed with
+    audit_pairs: int = 0
 
 
 def _last_assistant(messages: list[dict[str, str]]) -> int | None:
@@ -94,9 +109,11 @@ def _annotation(label: Label, events: list[dict[str, Any]], original: str | None
     }
 
 
-def _awaiting(trail: list[dict[str, Any]]) -> bool:
-    stages = [d for d in trail if d["stage"] in ("route", STAGE)]
-    return bool(stages) and stages[-1]["stage"] == "route" and stages[-1]["verdict"] == "route"
+def _agrees(auto: str, label: Label) -> bool:
+    """Did the expert confirm the automatic verdict (a preference pair: kept as it is)?"""
+    if label.preference:
+        return (label.preference == "A") == (auto == "auto_accept")
+    return (label.verdict == "accept") == (auto == "auto_accept")
 
 
 def curate(
@@ -104,17 +121,24 @@ def curate(
 ) -> Curated:
     state = replay(events)
     decided = state.decided()
+    routed = latest_copies(conform(routed))
     out_rows: list[dict[str, Any]] = []
     counts: Counter[str] = Counter()
-    for row in conform(routed).to_pylist():
+    audited: list[bool] = []
+    for row in routed.to_pylist():
         trail = list(row["decisions"] or [])
         sid = row["sample_id"]
-        if not _awaiting(trail) or sid not in decided:
-            if _awaiting(trail):
+        if not awaiting_review(trail) or sid not in decided:
+            if awaiting_review(trail):
                 counts["awaiting"] += 1
+            elif is_waiting(trail):
+                counts["waiting"] += 1
             out_rows.append(row)
             continue
         label, evs = decided[sid]
+        auto = audited_verdict(trail)
+        if auto is not None:
+            audited.append(_agrees(auto, label))
         who = ", ".join(sorted({e["annotator"] or "?" for e in evs}))
         if row["kind"] == "preference" or label.preference:
             if label.preference == "tie":
@@ -144,7 +168,9 @@ def curate(
         else:
             at = _last_assistant(row["messages"])
             original = row["messages"][at]["content"] if at is not None else None
-            if label.corrected and at is not None and label.corrected != original:
+            # the box starts with the response: submitted unchanged (or with whitespace only
+            # trimmed — results.py strips) it is an accept, not a correction
+            if label.corrected and at is not None and label.corrected.strip() != (original or "").strip():
                 messages = [dict(m) for m in row["messages"]]
                 messages[at]["content"] = label.corrected
                 row["messages"] = messages
@@ -170,7 +196,8 @@ def curate(
                 out_rows.append(pair)
                 counts[f"pair: {pair['decisions'][-1]['reason']}"] += 1
     table = pa.Table.from_pylist(out_rows, schema=SAMPLE_SCHEMA) if out_rows else conform(routed)
-    result = Curated(table, counts)
+    result = Curated(table, counts, audit_pairs=len(audited))
+    result.audit_agreement = sum(audited) / len(audited) if audited else None
     _agreement(result, state, routed, accept_at)
     return result
 

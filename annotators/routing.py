@@ -2,23 +2,72 @@
 
 - accept: judge mean >= ``accept_at`` and spread <= ``max_spread``
 - reject: judge mean <= ``reject_at``
-- review: everything else, the highest disagreement (spread) first, up to ``review_budget`` rows
-  per batch; the rest ``wait`` for the next budget (kept, never dropped)
+- review: everything else, most uncertain first, up to ``review_budget`` rows per batch; the rest
+  ``wait`` (kept, never dropped) and compete for the next batches' budgets.
+
+**Uncertainty** = spread of the counted scores + ``CONFIDENCE_WEIGHT`` × (1 − ``judge_confidence``).
+The weight is 3: an LLM panel with no confidence at all counts as much as a spread of 3, the default
+``max_spread``, i.e. the disagreement at which routing stops trusting the mean. A row without a
+confidence (json votes, no LLM vote counted) gets ``UNKNOWN_CONFIDENCE`` = 0.5, neither sure nor
+unsure, so it neither jumps nor loses the queue against rows whose judges said how sure they were.
+A row no judge could score (no mean) is the most uncertain of all. Ties: the oldest batch first
+(the order the caller gives, i.e. the batch partitions'), then sample_id, so reruns are identical.
+
+**Waiting rows are never stranded.** The asset hands :func:`route` the stored routed output of the
+earlier batches (``earlier``); their rows whose last routing verdict is ``wait`` compete for this
+batch's budget with this batch's own rows, on the same uncertainty. A winner is copied into this
+batch's output with a new decision (``route`` / ``needs_review``, the detail naming the batch whose
+budget it used); its old copy stays in its own batch (an asset never rewrites another partition)
+and readers keep the newest copy (:func:`~ptfactory.storage.schema.latest_copies`), so the row is
+pushed, curated and published once. A row that lost ``max_wait_batches`` later budgets gets the
+``silent`` verdict with reason ``waited_too_long``: ``review`` routes it over budget (a human still
+decides: a disputed row is never published unreviewed and never left waiting forever), ``accept``
+or ``reject`` apply that verdict. A waiting row whose sample_id comes again in this batch (kept or
+dropped) sits this batch out, one id per partition, and competes again in the next.
+
+**Audit.** A share ``audit_rate`` of this batch's auto-accepted and auto-rejected rows, drawn from a
+hash of the sample_id (a rerun draws the same rows), at most ``audit_budget`` per batch (their own
+budget, not the disputed rows'), goes to blind review: verdict ``route``, reason ``audit``, detail
+``audit of auto_accept; <the judges' numbers>``. Curation applies the expert's label like any review,
+and the kept auto verdict lets it score the judges against the expert on an unbiased sample.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
-from ptfactory.storage.schema import add_decision, live_rows
+from ptfactory.storage.schema import (
+    AUDIT_REASON,
+    SAMPLE_SCHEMA,
+    add_decision,
+    conform,
+    is_waiting,
+    latest_copies,
+    live_rows,
+)
 
-__all__ = ["ROUTES", "RoutingConfig", "route"]
+__all__ = [
+    "CONFIDENCE_WEIGHT",
+    "ROUTES",
+    "UNKNOWN_CONFIDENCE",
+    "RoutingConfig",
+    "audit_draw",
+    "route",
+    "uncertainty",
+]
 
 STAGE = "route"
-ROUTES = ("auto_accept", "needs_review", "waiting", "auto_reject")
+ROUTES = ("auto_accept", "needs_review", "waiting", "auto_reject", AUDIT_REASON, "waited_too_long")
+CONFIDENCE_WEIGHT = 3.0
+UNKNOWN_CONFIDENCE = 0.5
+
+Decision = tuple[str, str, str]  # verdict, reason, detail
 
 
 @dataclass(frozen=True)
@@ -27,41 +76,158 @@ class RoutingConfig:
     max_spread: float = 3.0
     reject_at: float = 3.0
     review_budget: int = 50
-    silent: str = "review"  # rows no judge could score: review | accept | reject
+    silent: str = "review"  # rows no judge could score, or that waited too long: review | accept | reject
+    max_wait_batches: int = 3  # later budgets a waiting row competes for before the silent verdict
+    audit_rate: float = 0.02  # share of auto-accepted/rejected rows sent to blind review
+    audit_budget: int = 5  # audit rows per batch, apart from review_budget
 
 
-def route(table: pa.Table, config: RoutingConfig) -> tuple[pa.Table, Counter[str]]:
-    """Every row back with a ``route`` decision: accept, reject (a drop), route, or wait."""
-    rows = table.to_pylist()
-    live = live_rows(table)
-    verdict: dict[int, tuple[str, str, str]] = {}
-    review: list[tuple[float, str, int]] = []
-    for i in live:
-        scores = rows[i]["scores"] or {}
-        mean, spread = scores.get("judge_mean"), scores.get("judge_spread")
-        if mean is None:
-            if config.silent == "accept":
-                verdict[i] = ("accept", "auto_accept", "no counted judge vote; routing.silent is accept")
-            elif config.silent == "reject":
-                verdict[i] = ("reject", "auto_reject", "no counted judge vote; routing.silent is reject")
-            else:
-                review.append((float("inf"), rows[i]["sample_id"], i))  # a human must look
+def uncertainty(scores: dict[str, Any] | None) -> float:
+    """Spread + CONFIDENCE_WEIGHT × (1 − confidence); infinite when no judge vote counted."""
+    scores = scores or {}
+    if scores.get("judge_mean") is None:
+        return float("inf")
+    confidence = scores.get("judge_confidence")
+    confidence = UNKNOWN_CONFIDENCE if confidence is None else min(max(float(confidence), 0.0), 1.0)
+    return float(scores.get("judge_spread") or 0.0) + CONFIDENCE_WEIGHT * (1.0 - confidence)
+
+
+def audit_draw(sample_id: str) -> float:
+    """A number in [0, 1) fixed by the sample_id: the row is audited when it is below the rate."""
+    digest = hashlib.blake2b(f"audit:{sample_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def _why(scores: dict[str, Any] | None) -> str:
+    scores = scores or {}
+    if scores.get("judge_mean") is None:
+        return "no counted judge vote"
+    confidence = scores.get("judge_confidence")
+    shown = "unknown" if confidence is None else f"{confidence:.2f}"
+    spread = scores.get("judge_spread") or 0.0
+    return f"uncertainty {uncertainty(scores):.2f} (spread {spread:.2f}, confidence {shown})"
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    uncertainty: float
+    position: int  # of its batch in the order, oldest first
+    sample_id: str
+    index: int  # row in its table (this batch's, or the earlier batches')
+    earlier: bool
+    waited: tuple[str, ...]  # later batches whose budget it competed for, this one included
+
+    def key(self) -> tuple[float, int, str]:
+        return (-self.uncertainty, self.position, self.sample_id)
+
+
+def _auto(scores: dict[str, Any] | None, config: RoutingConfig) -> Decision | None:
+    """The automatic verdict, or None for a row that needs a human."""
+    scores = scores or {}
+    mean, spread = scores.get("judge_mean"), scores.get("judge_spread")
+    if mean is None:
+        if config.silent in ("accept", "reject"):
+            reason = f"auto_{config.silent}"
+            return (config.silent, reason, f"no counted judge vote; routing.silent is {config.silent}")
+        return None
+    detail = f"mean {mean:.2f}, spread {(spread or 0.0):.2f}"
+    if mean >= config.accept_at and (spread or 0.0) <= config.max_spread:
+        return ("accept", "auto_accept", detail)
+    if mean <= config.reject_at:
+        return ("reject", "auto_reject", detail)
+    return None
+
+
+def _audit(verdict: dict[int, Decision], ids: list[str], config: RoutingConfig) -> None:
+    """Send the drawn share of automatic verdicts to blind review, within their own budget."""
+    draws = ((audit_draw(ids[i]), i) for i, (_, reason, _) in verdict.items() if reason.startswith("auto_"))
+    drawn = sorted((draw, i) for draw, i in draws if draw < config.audit_rate)
+    for _, i in drawn[: config.audit_budget]:
+        _, reason, detail = verdict[i]
+        verdict[i] = ("route", AUDIT_REASON, f"audit of {reason}; {detail}")
+
+
+def _waiting_earlier(
+    earlier: pa.Table | None, here: set[str], position: dict[str, int], order: list[str], current: str
+) -> tuple[pa.Table | None, list[_Candidate]]:
+    """Earlier batches' rows still waiting (newest copy of each), as candidates for this budget."""
+    if earlier is None or earlier.num_rows == 0:
+        return None, []
+    earlier = latest_copies(conform(earlier))
+    now = position[current]
+    out: list[_Candidate] = []
+    seen: set[str] = set()
+    rows = earlier.select(["sample_id", "batch", "scores", "decisions"]).to_pylist()
+    oldest_first = sorted(
+        range(len(rows)), key=lambda i: (position.get(rows[i]["batch"], -1), rows[i]["sample_id"])
+    )
+    for i in oldest_first:
+        row = rows[i]
+        sid, origin = row["sample_id"], row["batch"]
+        if origin == current or sid in here or sid in seen or not is_waiting(row["decisions"]):
             continue
-        detail = f"mean {mean:.2f}, spread {spread:.2f}"
-        if mean >= config.accept_at and (spread or 0.0) <= config.max_spread:
-            verdict[i] = ("accept", "auto_accept", detail)
-        elif mean <= config.reject_at:
-            verdict[i] = ("reject", "auto_reject", detail)
+        seen.add(sid)
+        start = position.get(origin, -1)
+        waited = tuple(order[start + 1 : now + 1])
+        out.append(_Candidate(uncertainty(row["scores"]), start, sid, i, True, waited))
+    return earlier, out
+
+
+def route(
+    table: pa.Table,
+    config: RoutingConfig,
+    *,
+    batch: str | None = None,
+    earlier: pa.Table | None = None,
+    order: Sequence[str] | None = None,
+) -> tuple[pa.Table, Counter[str]]:
+    """This batch's rows with a ``route`` decision each (accept, reject — a drop —, route or wait),
+    then the earlier batches' waiting rows that got a decision here (promoted, or waited too long).
+
+    ``batch``: this batch's key (default: the rows' ``batch``); ``earlier``: the stored routed
+    output of earlier batches; ``order``: batch keys oldest first (this batch is put last when
+    missing). Counts are per reason, over every decision made here.
+    """
+    rows = table.select(["sample_id", "batch", "scores"]).to_pylist()
+    current = batch if batch is not None else (rows[0]["batch"] if rows else "")
+    order = [b for b in (order or []) if b != current] + [current]
+    position = {b: i for i, b in enumerate(order)}
+    live = live_rows(table)
+    ids = [r["sample_id"] for r in rows]
+    verdict: dict[int, Decision] = {}
+    candidates: list[_Candidate] = []
+    for i in live:
+        auto = _auto(rows[i]["scores"], config)
+        if auto is not None:
+            verdict[i] = auto
         else:
-            review.append((float(spread or 0.0), rows[i]["sample_id"], i))
-    review.sort(key=lambda item: (-item[0], item[1]))  # most disagreement first; ties by id, deterministic
-    for position, (spread, _, i) in enumerate(review):
-        why = "no counted judge vote" if spread == float("inf") else f"spread {spread:.2f}"
-        if position < config.review_budget:
-            verdict[i] = ("route", "needs_review", why)
+            candidates.append(
+                _Candidate(uncertainty(rows[i]["scores"]), position[current], ids[i], i, False, ())
+            )
+    _audit(verdict, ids, config)
+    earlier_table, waiting = _waiting_earlier(earlier, set(ids), position, order, current)
+    candidates.extend(waiting)
+    earlier_rows = earlier_table.select(["scores"]).to_pylist() if earlier_table is not None else []
+    carried: dict[int, Decision] = {}
+    for rank, cand in enumerate(sorted(candidates, key=_Candidate.key)):
+        scores = earlier_rows[cand.index]["scores"] if cand.earlier else rows[cand.index]["scores"]
+        why = _why(scores)
+        if rank < config.review_budget and cand.earlier:
+            since = order[cand.position] if cand.position >= 0 else "an earlier batch"
+            decision: Decision = (
+                "route",
+                "needs_review",
+                f"{why}; review slot of batch {current}, waiting since {since}",
+            )
+        elif rank < config.review_budget:
+            decision = ("route", "needs_review", why)
+        elif not cand.earlier:
+            decision = ("wait", "waiting", f"{why}; review budget of {config.review_budget} used")
+        elif len(cand.waited) >= config.max_wait_batches:
+            decision = _too_long(why, cand.waited, config)
         else:
-            verdict[i] = ("wait", "waiting", f"{why}; review budget of {config.review_budget} used")
-    counts = Counter(verdict[i][1] for i in live)
+            continue  # still waiting: its own batch's copy says so
+        (carried if cand.earlier else verdict)[cand.index] = decision
     routed = add_decision(
         table,
         STAGE,
@@ -70,4 +236,34 @@ def route(table: pa.Table, config: RoutingConfig) -> tuple[pa.Table, Counter[str
         [verdict[i][2] for i in live],
         rows=live,
     )
+    counts = Counter(verdict[i][1] for i in live) + Counter(d[1] for d in carried.values())
+    if carried and earlier_table is not None:
+        routed = pa.concat_tables([conform(routed), _copies(earlier_table, carried)])
     return routed, counts
+
+
+def _too_long(why: str, waited: tuple[str, ...], config: RoutingConfig) -> Decision:
+    what = {
+        "review": ("route", "routed over budget: an expert still decides"),
+        "accept": ("accept", "accepted"),
+        "reject": ("reject", "rejected"),
+    }
+    verdict, outcome = what.get(config.silent, what["review"])
+    detail = (
+        f"{why}; no review slot in batches {', '.join(waited)} (routing.max_wait_batches is "
+        f"{config.max_wait_batches}); routing.silent is {config.silent}: {outcome}"
+    )
+    return (verdict, "waited_too_long", detail)
+
+
+def _copies(earlier: pa.Table, decided: dict[int, Decision]) -> pa.Table:
+    """The earlier rows decided here, each with its new decision appended (their batch unchanged)."""
+    indices = sorted(decided)
+    records = earlier.take(pa.array(indices, pa.int64())).to_pylist()
+    for record, index in zip(records, indices, strict=True):
+        verdict, reason, detail = decided[index]
+        record["decisions"] = [
+            *(record["decisions"] or []),
+            {"stage": STAGE, "verdict": verdict, "reason": reason, "detail": detail},
+        ]
+    return pa.Table.from_pylist(records, schema=SAMPLE_SCHEMA)

@@ -19,11 +19,17 @@ from ptfactory.storage.fs import Store
     group_name="review",
     kinds={"labelstudio"},
 )
-def review_queue(factory: FactoryResource, routed_samples: pa.Table) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
+def review_queue(
+    context: dg.AssetExecutionContext, factory: FactoryResource, routed_samples: pa.Table
+) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """The batch's rows routed to expert review, as Label Studio tasks (one project per kind) with
-    the judges' votes pre-filled. Idempotent: a row already pushed is not pushed again."""
+    the judges' votes pre-filled and the corrected-response box starting from the response; its
+    audit rows go blind (no votes, nothing pre-filled) to the kind's audit project. Earlier
+    batches' waiting rows this batch's budget promoted are in its routed_samples, so they go
+    too. Idempotent: a row already pushed is not pushed again."""
     section = factory.config.annotation
     rows = review_rows(routed_samples)
+    batch = context.partition_key
     client = factory.label_studio_client()
     try:
         result = push(
@@ -40,6 +46,10 @@ def review_queue(factory: FactoryResource, routed_samples: pa.Table) -> dg.Mater
         metadata={
             "tasks_created": dg.MetadataValue.int(result.total_created),
             "already_pushed": dg.MetadataValue.int(sum(result.existing.values())),
+            "from_earlier_batches": dg.MetadataValue.int(sum(1 for row in rows if row["batch"] != batch)),
+            "audit_tasks": dg.MetadataValue.int(
+                sum(n for q, n in result.created.items() if q.endswith("-audit"))
+            ),
             "created_per_queue": counts_md(result.created, "queue"),
             "projects": dg.MetadataValue.json(
                 {q: f"{client.url}/projects/{p}" for q, p in result.projects.items()}
@@ -85,7 +95,8 @@ def human_labels(factory: FactoryResource) -> dg.MaterializeResult:  # type: ign
 def curated_samples(factory: FactoryResource, routed_samples: pa.Table) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """Routed samples with the experts' decisions folded in: accepted in, rejected out, corrected
     responses in place (the original kept in the trail) plus a (corrected, original) preference
-    pair, A/B choices as chosen/rejected. Rows not yet labeled keep waiting."""
+    pair, A/B choices as chosen/rejected. Rows not yet labeled keep waiting. Every batch's routed
+    rows come in; a row copied into a later batch's routing counts once, in its newest copy."""
     config = factory.config
     curated = curate(
         routed_samples, factory.label_ledger().events(), config.routing.accept_at, config.datasets.pair_margin
@@ -103,6 +114,10 @@ def curated_samples(factory: FactoryResource, routed_samples: pa.Table) -> dg.Ma
         metadata["inter_annotator_alpha"] = dg.MetadataValue.float(curated.inter_annotator_alpha)
     if curated.judge_human_agreement is not None:
         metadata["judge_human_agreement"] = dg.MetadataValue.float(curated.judge_human_agreement)
+    metadata["audit_pairs"] = dg.MetadataValue.int(curated.audit_pairs)
+    if curated.audit_agreement is not None:
+        # the audit rows were drawn at random from the automatic verdicts: an unbiased estimate
+        metadata["audit_agreement"] = dg.MetadataValue.float(curated.audit_agreement)
     return dg.MaterializeResult(
         value=table,
         metadata=metadata,

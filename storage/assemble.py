@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ptfactory.storage.schema import conform, dropped_mask
+from ptfactory.storage.schema import conform, dropped_mask, latest_copies, pending_review
 
 __all__ = ["Assembled", "assemble_preference", "assemble_sft"]
 
@@ -28,12 +28,6 @@ def _last_role(table: pa.Table) -> pa.Array:
     return pc.take(roles, offsets)
 
 
-def _awaits_review(trail: list[dict[str, str]] | None) -> bool:
-    """Routed to experts (or waiting for a review slot) and not yet decided by one."""
-    stages = [d for d in trail or [] if d["stage"] in ("route", "review")]
-    return bool(stages) and stages[-1]["verdict"] in ("route", "wait")
-
-
 def assemble_sft(rows: pa.Table) -> Assembled:
     """SFT and code rows (see :func:`_assemble`)."""
     return _assemble(rows, ("sft", "code"))
@@ -48,17 +42,19 @@ def _assemble(rows: pa.Table, kinds: tuple[str, ...]) -> Assembled:
     """SFT-ready rows: not dropped, ending in an assistant turn, each sample once.
 
     A sample that appears in several batches (same content, same id) is kept once, from
-    the first batch that produced it; rows still waiting for a response are left out and
-    counted, not lost (they stay in their stage outputs).
+    the first batch that produced it; a row copied into a later batch's routing (a waiting row
+    that got a review slot there) counts in its newest copy only; rows still awaiting or waiting
+    for review, or for a response, are left out and counted, not lost (they stay in their stage
+    outputs).
     """
-    table = conform(rows)
+    table = latest_copies(conform(rows))
     table = table.filter(pc.is_in(table.column("kind"), value_set=pa.array(kinds)))
     batches = sorted(set(table.column("batch").to_pylist()))
     skipped: dict[str, int] = {}
     dropped = dropped_mask(table)
     skipped["dropped_upstream"] = int(pc.sum(dropped).as_py() or 0)
     table = table.filter(pc.invert(dropped))
-    pending = pa.array([_awaits_review(t) for t in table.column("decisions").to_pylist()], pa.bool_())
+    pending = pa.array([pending_review(t) for t in table.column("decisions").to_pylist()], pa.bool_())
     skipped["awaiting_review"] = int(pc.sum(pending).as_py() or 0)
     table = table.filter(pc.invert(pending))
     if table.num_rows and "preference" in kinds:

@@ -1,12 +1,17 @@
-"""Labeling configs: one review queue (one Label Studio project) per sample kind.
+"""Labeling configs: one review queue (one Label Studio project) per sample kind, and one blind audit
+queue per kind.
 
-Every config shows the instruction, the response(s) and the judges' opinions in plain text, and
-asks for a verdict; names of the controls are what :mod:`ptfactory.annotators.labelstudio.results` reads.
+A review config shows the instruction, the response(s) and the judges' opinions in plain text, and
+asks for a verdict; its corrected-response box starts with the response (``value="$response"``), so
+an expert edits instead of retyping (submitted unchanged, it is no correction). An audit config
+(queue ``<kind>-audit``) shows neither the judges nor the execution log and starts the box empty:
+the expert judges the sample unanchored. Names of the controls are what
+:mod:`ptfactory.annotators.labelstudio.results` reads.
 """
 
 from __future__ import annotations
 
-__all__ = ["LABEL_CONFIGS", "QUEUES", "project_title"]
+__all__ = ["AUDIT_QUEUES", "LABEL_CONFIGS", "QUEUES", "REVIEW_QUEUES", "audit_queue", "project_title"]
 
 _HEADER = """
   <Header value="Instruction"/>
@@ -18,57 +23,78 @@ _JUDGES = """
   <Text name="judges" value="$judges"/>
 """
 
-SFT = f"""<View>
-{_HEADER}
-  <Header value="Response"/>
-  <Text name="response" value="$response"/>
-{_JUDGES}
+_AUDIT = """
+  <Header value="Blind audit: judge this sample on its own (the judges' opinion is hidden on purpose)"/>
+"""
+
+_VERDICT = """
   <Choices name="verdict" toName="response" choice="single" showInline="true" required="true">
     <Choice value="accept"/>
     <Choice value="reject"/>
   </Choices>
-  <Rating name="rating" toName="response" maxRating="5"/>
-  <TextArea name="corrected" toName="response" editable="true" maxSubmissions="1"
-            placeholder="A corrected response (optional): replaces the original"/>
-</View>
 """
 
-CODE = f"""<View>
-{_HEADER}
-  <Header value="Solution"/>
-  <Text name="response" value="$response"/>
-  <Header value="Tests"/>
-  <Text name="tests" value="$tests"/>
-  <Header value="Execution log"/>
-  <Text name="execution" value="$execution"/>
-{_JUDGES}
-  <Choices name="verdict" toName="response" choice="single" showInline="true" required="true">
-    <Choice value="accept"/>
-    <Choice value="reject"/>
-  </Choices>
-  <TextArea name="corrected" toName="response" editable="true" maxSubmissions="1"
-            placeholder="A corrected solution (optional)"/>
-</View>
-"""
 
-PREFERENCE = f"""<View>
-{_HEADER}
-  <Header value="Response A"/>
-  <Text name="response_a" value="$response_a"/>
-  <Header value="Response B"/>
-  <Text name="response_b" value="$response_b"/>
-{_JUDGES}
-  <Choices name="preference" toName="response_a" choice="single" showInline="true" required="true">
-    <Choice value="A"/>
-    <Choice value="B"/>
-    <Choice value="tie"/>
-  </Choices>
-  <TextArea name="reason" toName="response_a" maxSubmissions="1" placeholder="Why (optional)"/>
-</View>
-"""
+def _corrected(what: str, rows: int, prefill: bool) -> str:
+    value = ' value="$response"' if prefill else ""
+    hint = f"Edit the {what} to correct it (optional)" if prefill else f"A corrected {what} (optional)"
+    return (
+        f'  <TextArea name="corrected" toName="response" editable="true" maxSubmissions="1" rows="{rows}"'
+        f'{value}\n            placeholder="{hint}: replaces the original"/>\n'
+    )
 
-QUEUES = ("sft", "code", "preference")
-LABEL_CONFIGS = {"sft": SFT, "code": CODE, "preference": PREFERENCE}
+
+def _sft(audit: bool) -> str:
+    return (
+        f"<View>\n{_AUDIT if audit else ''}{_HEADER}"
+        '  <Header value="Response"/>\n  <Text name="response" value="$response"/>\n'
+        f"{'' if audit else _JUDGES}{_VERDICT}"
+        '  <Rating name="rating" toName="response" maxRating="5"/>\n'
+        f"{_corrected('response', 6, prefill=not audit)}</View>\n"
+    )
+
+
+def _code(audit: bool) -> str:
+    execution = '  <Header value="Execution log"/>\n  <Text name="execution" value="$execution"/>\n'
+    return (
+        f"<View>\n{_AUDIT if audit else ''}{_HEADER}"
+        '  <Header value="Solution"/>\n  <Text name="response" value="$response"/>\n'
+        '  <Header value="Tests"/>\n  <Text name="tests" value="$tests"/>\n'
+        f"{'' if audit else execution + _JUDGES}{_VERDICT}"
+        f"{_corrected('solution', 12, prefill=not audit)}</View>\n"
+    )
+
+
+def _preference(audit: bool) -> str:
+    return (
+        f"<View>\n{_AUDIT if audit else ''}{_HEADER}"
+        '  <Header value="Response A"/>\n  <Text name="response_a" value="$response_a"/>\n'
+        '  <Header value="Response B"/>\n  <Text name="response_b" value="$response_b"/>\n'
+        f"{'' if audit else _JUDGES}"
+        '  <Choices name="preference" toName="response_a" choice="single" showInline="true" required="true">\n'
+        '    <Choice value="A"/>\n    <Choice value="B"/>\n    <Choice value="tie"/>\n  </Choices>\n'
+        '  <TextArea name="reason" toName="response_a" maxSubmissions="1" placeholder="Why (optional)"/>\n'
+        "</View>\n"
+    )
+
+
+def audit_queue(queue: str) -> str:
+    """The blind audit queue beside a review queue."""
+    return f"{queue}-audit"
+
+
+SFT, CODE, PREFERENCE = _sft(audit=False), _code(audit=False), _preference(audit=False)
+REVIEW_QUEUES = ("sft", "code", "preference")
+AUDIT_QUEUES = tuple(audit_queue(queue) for queue in REVIEW_QUEUES)
+QUEUES = REVIEW_QUEUES + AUDIT_QUEUES  # every project a pull reads
+LABEL_CONFIGS = {
+    "sft": SFT,
+    "code": CODE,
+    "preference": PREFERENCE,
+    "sft-audit": _sft(audit=True),
+    "code-audit": _code(audit=True),
+    "preference-audit": _preference(audit=True),
+}
 
 
 def project_title(prefix: str, queue: str) -> str:

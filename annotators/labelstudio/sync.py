@@ -1,8 +1,12 @@
 """Push routed samples to Label Studio and pull annotations back, idempotently and without loss.
 
-Push: rows whose routing verdict is ``route`` (and no review yet) become tasks in their queue's
-project; the ledger knows what was pushed, and when its count disagrees with the project's
-(a push that died between import and record) it is reconciled from the server first.
+Push: rows awaiting review (:func:`~ptfactory.storage.schema.awaiting_review`: routing verdict
+``route`` — a review slot, an audit, or a waiting row a later batch's budget promoted — and no
+review yet) become tasks in their queue's project (audit rows in the kind's blind audit queue);
+rows still ``wait``-ing are not pushed: a later batch's routing gives them a slot, and its push
+(``review_queue``, ``ptf annotate push``) delivers them. The ledger knows what was pushed, and when
+its count disagrees with the project's (a push that died between import and record) it is
+reconciled from the server first.
 
 Pull: per project, tasks touched since the ledger's watermark, oldest first, page by page; each
 page's annotation events and the new watermark are committed together, so a server that goes away
@@ -22,7 +26,7 @@ from ptfactory.annotators.labelstudio.client import LabelStudioClient, ls_time
 from ptfactory.annotators.labelstudio.configs import QUEUES
 from ptfactory.annotators.labelstudio.ledger import Event, Ledger
 from ptfactory.annotators.labelstudio.tasks import queue_of, to_task
-from ptfactory.storage.schema import dropped_mask
+from ptfactory.storage.schema import awaiting_review, dropped_mask, latest_copies
 
 __all__ = ["PullResult", "PushResult", "pull", "push", "review_rows"]
 
@@ -49,18 +53,14 @@ class PullResult:
         return sum(self.added.values())
 
 
-def _awaiting(trail: list[dict[str, Any]] | None) -> bool:
-    stages = [d for d in trail or [] if d["stage"] in ("route", "review")]
-    return bool(stages) and stages[-1]["stage"] == "route" and stages[-1]["verdict"] == "route"
-
-
 def review_rows(table: pa.Table) -> list[dict[str, Any]]:
-    """Rows routed to experts and not yet decided, each sample once (first batch wins)."""
+    """Rows awaiting an expert, each sample once (its newest copy; of several batches, the first)."""
+    table = latest_copies(table)
     dropped = dropped_mask(table).to_pylist()
     seen: set[str] = set()
     out = []
     for row, gone in zip(table.to_pylist(), dropped, strict=True):
-        if gone or not _awaiting(row["decisions"]) or row["sample_id"] in seen:
+        if gone or not awaiting_review(row["decisions"]) or row["sample_id"] in seen:
             continue
         seen.add(row["sample_id"])
         out.append(row)
@@ -93,7 +93,11 @@ def push(
             remote = client.sample_ids(project_id)
             ledger.record_push(project_id, queue, [(sid, task, None) for sid, task in remote.items()])
         known = ledger.pushed_ids(project_id)
-        fresh = [row for row in queued if row["sample_id"] not in known]
+        fresh = []
+        for row in queued:  # a sample given twice (two batches' files) is still one task
+            if row["sample_id"] not in known:
+                known.add(row["sample_id"])
+                fresh.append(row)
         result.existing[queue] += len(queued) - len(fresh)
         for chunk in _chunks(fresh, batch_size):
             task_ids = client.import_tasks(project_id, [to_task(row, accept_at) for row in chunk])

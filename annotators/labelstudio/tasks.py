@@ -1,18 +1,31 @@
-"""Sample rows → Label Studio tasks (data + the judges' votes as predictions). Pure functions."""
+"""Sample rows → Label Studio tasks (data + the judges' votes as predictions). Pure functions.
+
+A review task shows the judges' votes (as text and as predictions, so the annotator starts from
+the machines' opinion) and its label config pre-fills the corrected-response box with
+``data.response``. An audit task (routing reason ``audit``) goes to its kind's audit queue with
+``data.audit = true`` and nothing of the machines' opinion: no votes, no mean, no execution log, no
+predictions, so the expert is not anchored.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ptfactory.storage.schema import prompt_of, response_of
+from ptfactory.annotators.labelstudio.configs import audit_queue
+from ptfactory.storage.schema import audited_verdict, prompt_of, response_of
 
 __all__ = ["queue_of", "to_task"]
 
 _TAIL = 2000
 
 
+def _is_audit(row: dict[str, Any]) -> bool:
+    return audited_verdict(row.get("decisions")) is not None
+
+
 def queue_of(row: dict[str, Any]) -> str:
-    return str(row["kind"]) if row["kind"] in ("sft", "code", "preference") else "sft"
+    queue = str(row["kind"]) if row["kind"] in ("sft", "code", "preference") else "sft"
+    return audit_queue(queue) if _is_audit(row) else queue
 
 
 def _judges_text(scores: dict[str, Any]) -> str:
@@ -77,16 +90,19 @@ def _choice(name: str, to: str, value: str) -> dict[str, Any]:
 
 def to_task(row: dict[str, Any], accept_at: float = 7.0) -> dict[str, Any]:
     """The task Label Studio imports for one row; ``data.sample_id`` ties it back."""
-    queue = queue_of(row)
+    audit = _is_audit(row)
+    queue = queue_of(row).removesuffix("-audit")
     scores = row.get("scores") or {}
     data: dict[str, Any] = {
         "sample_id": row["sample_id"],
         "batch": row["batch"],
         "kind": row["kind"],
+        "audit": audit,
         "instruction": prompt_of(row["messages"], context=True),  # the whole context before the answer
-        "judges": _judges_text(scores),
-        "judge_mean": scores.get("judge_mean"),
     }
+    if not audit:
+        data["judges"] = _judges_text(scores)
+        data["judge_mean"] = scores.get("judge_mean")
     if queue == "preference":
         data["response_a"] = response_of(row.get("chosen"), final_turn=False)
         data["response_b"] = response_of(row.get("rejected"), final_turn=False)
@@ -94,5 +110,6 @@ def to_task(row: dict[str, Any], accept_at: float = 7.0) -> dict[str, Any]:
         data["response"] = response_of(row["messages"], final_turn=False)
     if queue == "code":
         data["tests"] = row.get("tests") or ""
-        data["execution"] = _execution_text(scores)
-    return {"data": data, "predictions": _predictions(queue, scores, accept_at)}
+        if not audit:
+            data["execution"] = _execution_text(scores)
+    return {"data": data, "predictions": [] if audit else _predictions(queue, scores, accept_at)}

@@ -14,6 +14,7 @@ module      holds
 ``checks``  ``from_records``, ``conform``, ``validate_table``
 ``trail``   the decisions trail and scores: ``add_decision``, ``dropped_mask``, ``set_score``
 ``text``    what a row says: ``row_texts``, ``prompt_of``, ``response_of``
+``review``  where a row stands with review: ``awaiting_review``, ``is_waiting``, ``latest_copies``
 ==========  ==============================================================
 """
 
@@ -35,11 +36,20 @@ from ptfactory.storage.schema.record import (
     SCORES,
     VERDICTS,
 )
+from ptfactory.storage.schema.review import (
+    AUDIT_REASON,
+    audited_verdict,
+    awaiting_review,
+    is_waiting,
+    latest_copies,
+    pending_review,
+)
 from ptfactory.storage.schema.text import prompt_of, response_of, row_texts
 from ptfactory.storage.schema.trail import add_decision, dropped_mask, live_rows, set_score
 
 __all__ = [
     "ANNOTATION",
+    "AUDIT_REASON",
     "DECISION",
     "DEDUP",
     "DIFFICULTY",
@@ -54,11 +64,16 @@ __all__ = [
     "SCORES",
     "VERDICTS",
     "add_decision",
+    "audited_verdict",
+    "awaiting_review",
     "conform",
     "dropped_mask",
     "empty_table",
     "from_records",
+    "is_waiting",
+    "latest_copies",
     "live_rows",
+    "pending_review",
     "prompt_of",
     "response_of",
     "row_texts",

@@ -42,6 +42,7 @@ PROVENANCE = pa.struct(
         ("code_version", pa.string()),
         ("prompt_tokens", pa.int64()),
         ("completion_tokens", pa.int64()),
+        ("finish_reason", pa.string()),  # the engine's: "length" means max_tokens cut the response
     ]
 )
 
@@ -60,6 +61,8 @@ EXECUTION = pa.struct(
         ("duration_ms", pa.float64()),
         ("stdout_tail", pa.string()),
         ("stderr_tail", pa.string()),
+        ("assertions_passed", pa.int32()),  # graded execution: asserts of the tests that held
+        ("assertions_total", pa.int32()),
     ]
 )
 DIFFICULTY = pa.struct([("method", pa.string()), ("value", pa.float64()), ("detail", pa.string())])
@@ -72,6 +75,8 @@ JUDGE_VOTE = pa.struct(
         ("rationale", pa.string()),
         ("raw", pa.string()),
         ("parsed", pa.bool_()),
+        ("method", pa.string()),  # json | probability | embedding | execution | unparsed
+        ("confidence", pa.float64()),  # 0-1: 1 - normalised entropy of a probability vote
     ]
 )
 SCORES = pa.struct(
@@ -83,6 +88,7 @@ SCORES = pa.struct(
         ("judge_mean", pa.float64()),
         ("judge_median", pa.float64()),
         ("judge_spread", pa.float64()),
+        ("judge_confidence", pa.float64()),  # mean confidence of the counted LLM votes
     ]
 )
 DECISION = pa.struct(

@@ -1,0 +1,90 @@
+"""Where a row stands with expert review, read from its decisions trail: one definition for all stages.
+
+Routing (stage ``route``) gives a live row ``accept`` / ``reject`` (automatic), ``route`` (sent to
+an expert) or ``wait`` (no review slot yet); curation (stage ``review``) records what the expert
+decided. Only the last decision of these two stages tells where a row stands:
+
+- ``awaiting_review``: a ``route`` verdict, in a review queue, undecided (push, curation);
+- ``is_waiting``: a ``wait`` verdict, over its batch's review budget (routing: it competes again);
+- ``pending_review``: either, so nothing an expert decided and not publishable (assembly).
+
+A row that waits in batch A and gets a review slot from a later batch C's budget is stored twice:
+in A's ``routed_samples`` (still ``wait``: an asset never rewrites another partition) and in C's
+(the same row, its trail one decision longer). :func:`latest_copies` keeps, per (sample_id,
+origin batch), the copy with the longest trail, so a reader of every batch sees each row once, in
+its newest state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "AUDIT_REASON",
+    "audited_verdict",
+    "awaiting_review",
+    "is_waiting",
+    "latest_copies",
+    "pending_review",
+]
+
+ROUTE_STAGE = "route"
+REVIEW_STAGE = "review"
+AUDIT_REASON = "audit"  # a blind sample of the automatic verdicts; detail: "audit of auto_accept; ..."
+
+Trail = Sequence[Mapping[str, Any]] | None
+
+
+def _last(trail: Trail) -> Mapping[str, Any] | None:
+    for decision in reversed(trail or []):
+        if decision["stage"] in (ROUTE_STAGE, REVIEW_STAGE):
+            return decision
+    return None
+
+
+def awaiting_review(trail: Trail) -> bool:
+    """Routed to an expert (a review slot, an audit, or routed over budget) and not decided by one yet."""
+    last = _last(trail)
+    return last is not None and last["stage"] == ROUTE_STAGE and last["verdict"] == "route"
+
+
+def is_waiting(trail: Trail) -> bool:
+    """Over its batch's review budget: competes for a later batch's budget, never pushed as it is."""
+    last = _last(trail)
+    return last is not None and last["stage"] == ROUTE_STAGE and last["verdict"] == "wait"
+
+
+def pending_review(trail: Trail) -> bool:
+    """Awaiting an expert or waiting for a slot: no one decided this row, so it is not published."""
+    return awaiting_review(trail) or is_waiting(trail)
+
+
+def audited_verdict(trail: Trail) -> str | None:
+    """``auto_accept`` / ``auto_reject``: what routing would have done with a row it sent to audit
+    (None for any other row), so the judges can be scored against the expert on these rows."""
+    last = next((d for d in reversed(trail or []) if d["stage"] == ROUTE_STAGE), None)
+    if last is None or last["reason"] != AUDIT_REASON:
+        return None
+    head = str(last["detail"] or "").split(";", 1)[0]
+    return head.removeprefix("audit of ").strip() or None
+
+
+def latest_copies(table: pa.Table) -> pa.Table:
+    """Each (sample_id, batch) once: the copy with the longest decisions trail (ties: the first)."""
+    if table.num_rows == 0:
+        return table
+    ids = table.column("sample_id").to_pylist()
+    batches = table.column("batch").to_pylist()
+    lengths = pc.fill_null(pc.list_value_length(table.column("decisions")), 0).to_pylist()
+    best: dict[tuple[str, str], int] = {}
+    for index, key in enumerate(zip(ids, batches, strict=True)):
+        kept = best.get(key)
+        if kept is None or lengths[index] > lengths[kept]:
+            best[key] = index
+    if len(best) == table.num_rows:
+        return table
+    return table.take(pa.array(sorted(best.values()), pa.int64()))
