@@ -1,6 +1,12 @@
 """Preference pairs the machines can vouch for, without a human: for one prompt, the answer that
 passed its tests over one that failed them, and the answer the judges scored higher over one they
-scored at least ``margin`` lower. (Expert A/B choices and corrections make pairs in curation.)"""
+scored at least ``margin`` lower. (Expert A/B choices and corrections make pairs in curation.)
+
+Pass over fail comes from two places: two candidates of one prompt (a reference that passed, a
+sampled answer that failed), and the student's attempts the difficulty stage kept
+(``scores.difficulty.detail``: one passing and one failing attempt, filters/execution/attempts.py):
+the row's own passing solution over a failing attempt, or else a passing attempt over the row's
+failing solution. A truncated response (cut at max_tokens) is on neither side."""
 
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ _UNUSABLE = (
     "exact_duplicate",
     "empty_response",
     "engine_error",
+    "truncated",
 )
 
 
@@ -70,8 +77,69 @@ def _pair(chosen: dict[str, Any], rejected: dict[str, Any], reason: str, detail:
     return pair
 
 
+def _status(row: dict[str, Any]) -> str | None:
+    status: str | None = ((row["scores"] or {}).get("execution") or {}).get("status")
+    return status
+
+
+def _attempts(row: dict[str, Any]) -> dict[str, Any]:
+    """The student attempts the difficulty stage kept for a code row ({} where none)."""
+    difficulty = (row["scores"] or {}).get("difficulty") or {}
+    if difficulty.get("method") != "pass_rate":
+        return {}
+    try:
+        kept = json.loads(difficulty.get("detail") or "")
+    except ValueError:
+        return {}
+    return kept if isinstance(kept, dict) else {}
+
+
+def _student_pair(members: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The row's passing solution over a failing attempt; else a passing attempt over the row's
+    failing solution (the attempt answered the row's own user turn, so the prompt is the same)."""
+    for row in members:
+        failing = _attempts(row).get("failing")
+        if failing and _status(row) == "passed" and not _dropped(row):
+            rejected = [{"role": "assistant", "content": failing["text"]}]
+            why = f"passed vs a student attempt that {failing['status']}"
+            return _student_row(row, row["messages"][-1:], rejected, "execution_pass_vs_student_fail", why)
+    for row in members:
+        passing = _attempts(row).get("passing")
+        if passing and _status(row) in _FAILED:
+            chosen = [{"role": "assistant", "content": passing["text"]}]
+            why = f"a student attempt that passed vs {_status(row)}"
+            pair = _student_row(row, chosen, row["messages"][-1:], "student_pass_vs_execution_fail", why)
+            pair["scores"] = None  # the failing row's judges and scores are not the chosen side's
+            return pair
+    return None
+
+
+def _student_row(
+    row: dict[str, Any],
+    chosen: list[dict[str, str]],
+    rejected: list[dict[str, str]],
+    reason: str,
+    why: str,
+) -> dict[str, Any]:
+    detail = json.dumps({"row": row["sample_id"], "why": why})
+    decision = {"stage": "pair", "verdict": "keep", "reason": reason, "detail": detail}
+    pair = preference_row(row, chosen, rejected, [decision], method="auto_pair")
+    pair["annotation"] = None
+    return pair
+
+
+def _candidate_pair(members: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A candidate that passed (and no stage dropped) over one that failed."""
+    passed = [r for r in members if _status(r) == "passed" and not _dropped(r)]
+    failed = [r for r in members if _status(r) in _FAILED]
+    if not passed or not failed:
+        return None
+    return _pair(passed[0], failed[0], "execution_pass_vs_fail", f"passed vs {_status(failed[0])}")
+
+
 def auto_pairs(rows: list[dict[str, Any]], margin: float = 2.0) -> list[dict[str, Any]]:
-    """At most one pair per prompt and rule; the chosen side is a row no stage dropped."""
+    """At most one pair per prompt and rule (and one from student attempts); the chosen side is a
+    row no stage dropped, or a student attempt that passed the tests."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         messages = row["messages"] or []
@@ -84,26 +152,11 @@ def auto_pairs(rows: list[dict[str, Any]], margin: float = 2.0) -> list[dict[str
             parent = (row.get("provenance") or {}).get("parent_id")
             key = [row["batch"], row["kind"], parent] if parent else [row["batch"], messages[:-1]]
             groups[json.dumps(key, sort_keys=True)].append(row)
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for group in groups.values():
-        if len(group) < 2:
-            continue
         members = sorted(group, key=lambda r: r["sample_id"])
         if members[0]["kind"] == "code":
-            status = {
-                r["sample_id"]: ((r["scores"] or {}).get("execution") or {}).get("status") for r in members
-            }
-            passed = [r for r in members if status[r["sample_id"]] == "passed" and not _dropped(r)]
-            failed = [r for r in members if status[r["sample_id"]] in _FAILED]
-            if passed and failed:
-                pairs.append(
-                    _pair(
-                        passed[0],
-                        failed[0],
-                        "execution_pass_vs_fail",
-                        f"passed vs {status[failed[0]['sample_id']]}",
-                    )
-                )
+            pairs.extend(p for p in (_candidate_pair(members), _student_pair(members)) if p is not None)
             continue
         scored = [r for r in members if (r["scores"] or {}).get("judge_mean") is not None]
         if len(scored) < 2:

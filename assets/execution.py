@@ -20,9 +20,12 @@ from ptfactory.filters.execution.validate import validate_samples
     check_specs=check_specs("execution_validated", ["schema_valid", "unique_ids"]),
 )
 def execution_validated(factory: FactoryResource, deduplicated_samples: pa.Table) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
-    """Code rows whose solution passes its tests are kept; the rest are dropped with the execution
-    status as the reason (``execution_failed``, ``execution_timeout``, ...). Other rows pass
-    through with a ``not_code`` note. Untrusted code runs only in the sandbox."""
+    """Each code row's solution runs against its tests: ``scores.execution`` gets the status and the
+    assertions that held (each assert counted, none stopping the run), the decision names the
+    outcome (``tests_passed``, ``execution_failed``, ``execution_timeout``...). Failing rows are
+    not dropped here: ``difficulty_scored`` drops them (``unsolvable`` when nothing solves the
+    problem), after the student's attempts. Other rows pass through with a ``not_code`` note.
+    Untrusted code runs only in the sandbox."""
     settings = factory.config.sandbox
     with open_sandbox(settings.limits(), settings.workers, settings.backend) as sandbox:
         table, stats = validate_samples(deduplicated_samples, sandbox)
@@ -35,6 +38,7 @@ def execution_validated(factory: FactoryResource, deduplicated_samples: pa.Table
             "validations": dg.MetadataValue.int(stats.validations),
             "statuses": counts_md(stats.statuses, "status"),
             "not_code": dg.MetadataValue.int(stats.not_code),
+            "assertions_held": dg.MetadataValue.text(f"{stats.assertions_passed}/{stats.assertions_total}"),
             "validations_per_s": dg.MetadataValue.float(round(stats.per_second, 2)),
             "p50_job_ms": dg.MetadataValue.float(round(stats.percentile(50), 1)),
             "p95_job_ms": dg.MetadataValue.float(round(stats.percentile(95), 1)),

@@ -53,6 +53,8 @@ def provenance(
         "code_version": code_version(),
         "prompt_tokens": completion.prompt_tokens if completion else None,
         "completion_tokens": completion.completion_tokens if completion else None,
+        # "length": max_tokens cut the text; the difficulty stage drops it as truncated
+        "finish_reason": completion.finish_reason if completion else None,
     }
 
 

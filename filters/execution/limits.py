@@ -32,6 +32,9 @@ class ExecResult:
     stdout_tail: str = ""
     stderr_tail: str = ""
     detail: str = ""
+    # harness programs only (programs.graded): asserts of the tests that held, of those evaluated
+    assertions_passed: int | None = None
+    assertions_total: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -48,6 +51,8 @@ class ExecResult:
             "duration_ms": round(self.duration_ms, 2),
             "stdout_tail": self.stdout_tail,
             "stderr_tail": self.stderr_tail,
+            "assertions_passed": self.assertions_passed,
+            "assertions_total": self.assertions_total,
         }
 
 

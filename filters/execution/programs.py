@@ -1,12 +1,22 @@
-"""Turning a code sample into one program: the solution, its tests, and ``check(entry_point)``."""
+"""Turning a code sample into one program: the counting harness, the solution, its tests, and
+``check(entry_point)``; and reading the assertion counts back from what the run wrote."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
+from pathlib import Path
 
-__all__ = ["extract_solution", "program"]
+from ptfactory.filters.execution.harness import ASSERTIONS_MARK
+from ptfactory.filters.execution.limits import ExecResult
+
+__all__ = ["extract_solution", "graded", "program"]
 
 _FENCE = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.S)
+# The harness's source, sent into the sandbox as the top of every program (never imported here).
+_HARNESS = (Path(__file__).parent / "harness.py").read_text()
+# the line and the newline the harness writes before it (so the program's own output comes back as it was)
+_COUNTS = re.compile(rf"\n?^{re.escape(ASSERTIONS_MARK)} (\d+) (\d+)$\n?", re.M)
 
 
 def _stub(prompt: str) -> str:
@@ -29,6 +39,25 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
 
 
 def program(solution: str, tests: str, entry_point: str | None) -> str:
-    """One file that defines the solution, the tests, and calls ``check`` on the entry point."""
-    call = f"\n\ncheck({entry_point})\n" if entry_point else "\n"
-    return f"{solution}\n\n{tests}{call}"
+    """One file: the harness, then a call that runs the solution, its tests (each assert counted,
+    none stopping the run) and ``check(entry_point)`` when there is an entry point.
+
+    The solution and the tests travel as string literals (``repr``), so nothing they contain is
+    code until the harness compiles it inside the sandbox.
+    """
+    return f"{_HARNESS}\n\nrun({solution!r}, {tests!r}, {entry_point!r})\n"
+
+
+def graded(result: ExecResult) -> ExecResult:
+    """``result`` with the harness's assertion counts (None when it wrote none: the run was killed
+    by a timeout, OOM or output flood before the harness could report) and without its count line."""
+    found = _COUNTS.findall(result.stdout_tail)
+    if not found:
+        return result
+    passed, total = found[-1]
+    return replace(
+        result,
+        stdout_tail=_COUNTS.sub("", result.stdout_tail),
+        assertions_passed=int(passed),
+        assertions_total=int(total),
+    )

@@ -1,4 +1,11 @@
-"""Execution validation: code samples are kept only if the solution passes its tests in the sandbox."""
+"""Execution validation: each code sample's solution runs against its tests in the sandbox, and the
+result (status, and the share of the tests' assertions that held) is recorded on the row.
+
+A failing row is not dropped here: whether it is a wrong answer to a problem something else
+solves, or a problem nothing solves (``unsolvable``), is decided by the difficulty stage, which
+also has the student's attempts. Either way it never reaches SFT; it stays in the table for the
+execution judge and for pass-over-fail preference pairs.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +22,7 @@ import pyarrow.parquet as pq
 from ptfactory.errors import UserInputError
 from ptfactory.filters.execution.base import Job, Sandbox
 from ptfactory.filters.execution.limits import ExecResult, Limits
-from ptfactory.filters.execution.programs import extract_solution, program
+from ptfactory.filters.execution.programs import extract_solution, graded, program
 from ptfactory.storage.schema import add_decision, dropped_mask, prompt_of, response_of, set_score
 
 __all__ = ["ValidationStats", "validate_parquet", "validate_samples"]
@@ -29,6 +36,8 @@ class ValidationStats:
     durations_ms: list[float] = field(default_factory=list)
     seconds: float = 0.0
     not_code: int = 0
+    assertions_passed: int = 0  # over the runs whose harness reported its counts
+    assertions_total: int = 0
 
     @property
     def validations(self) -> int:
@@ -46,19 +55,22 @@ def _run(
     sandbox: Sandbox, programs: list[str], limits: Limits | None, stats: ValidationStats
 ) -> list[ExecResult]:
     started = time.perf_counter()
-    results = sandbox.run_many([Job({"program.py": text}) for text in programs], limits)
+    results = [graded(r) for r in sandbox.run_many([Job({"program.py": text}) for text in programs], limits)]
     stats.seconds += time.perf_counter() - started
     for result in results:
         stats.statuses[result.status] += 1
         stats.durations_ms.append(result.duration_ms)
+        stats.assertions_passed += result.assertions_passed or 0
+        stats.assertions_total += result.assertions_total or 0
     return results
 
 
 def validate_samples(
     table: pa.Table, sandbox: Sandbox, limits: Limits | None = None
 ) -> tuple[pa.Table, ValidationStats]:
-    """Every row back: code rows with ``scores.execution`` and a keep/drop decision, other rows
-    with a ``not_code`` note; rows dropped upstream untouched."""
+    """Every row back: code rows with ``scores.execution`` and a decision naming the outcome
+    (``tests_passed``, ``execution_failed``, ``execution_timeout``...; all ``keep``: the difficulty
+    stage drops the failures), other rows with a ``not_code`` note; rows dropped upstream untouched."""
     stats = ValidationStats()
     rows = table.to_pylist()
     dropped = dropped_mask(table).to_pylist()
@@ -73,20 +85,23 @@ def validate_samples(
 
     scores: list[dict[str, object] | None] = [r["scores"]["execution"] if r["scores"] else None for r in rows]
     live = [i for i in range(len(rows)) if not dropped[i]]
-    verdicts = {i: "keep" for i in live}
     reasons = {i: "not_code" for i in live}
     details: dict[int, str | None] = {i: None for i in live}
     for i, result in zip(code_rows, results, strict=True):
         scores[i] = result.score()
-        verdicts[i] = "keep" if result.passed else "drop"
         reasons[i] = "tests_passed" if result.passed else f"execution_{result.status}"
-        details[i] = result.detail or None
+        counted = (
+            f"{result.assertions_passed}/{result.assertions_total} assertions held"
+            if result.assertions_total
+            else ""
+        )
+        details[i] = "; ".join(part for part in (counted, result.detail) if part) or None
     stats.not_code = sum(1 for i in live if reasons[i] == "not_code")
     out = set_score(table, "execution", scores)
     merged = add_decision(
         out,
         STAGE,
-        [verdicts[i] for i in live],
+        ["keep"] * len(live),
         [reasons[i] for i in live],
         [details[i] for i in live],
         rows=live,
@@ -128,6 +143,8 @@ def validate_parquet(
     table = table.append_column(
         "exec_duration_ms", pa.array([round(r.duration_ms, 2) for r in results], pa.float64())
     )
+    for name in ("assertions_passed", "assertions_total"):
+        table = table.append_column(f"exec_{name}", pa.array([getattr(r, name) for r in results], pa.int32()))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".tmp-{os.getpid()}-{out.name}")
     try:

@@ -85,7 +85,7 @@ def test_all_164_canonical_solutions_pass_and_mutants_fail() -> None:
     assert killed / len(results) >= 0.9, f"{killed}/{len(results)} mutants caught"
 
 
-def test_validate_samples_keeps_passing_code_and_notes_the_rest() -> None:
+def test_validate_samples_grades_code_and_notes_the_rest() -> None:
     problems = humaneval()[:3]
     records = []
     for p in problems:
@@ -113,9 +113,16 @@ def test_validate_samples_keeps_passing_code_and_notes_the_rest() -> None:
     assert [r["decisions"][-1]["reason"] for r in rows] == ["tests_passed", "execution_failed"] * 3 + [
         "not_code"
     ]
+    # nothing is dropped here: the difficulty stage decides what a failure means
+    assert {r["decisions"][-1]["verdict"] for r in rows} == {"keep"}
     assert rows[0]["scores"]["execution"]["status"] == "passed"
     assert rows[1]["scores"]["execution"]["exit_code"] == 1
-    assert "AssertionError" in rows[1]["scores"]["execution"]["stderr_tail"]
+    assert "assertion failed" in rows[1]["scores"]["execution"]["stderr_tail"]
+    for passing, failing in zip(rows[0:6:2], rows[1:6:2], strict=True):
+        run, bad = passing["scores"]["execution"], failing["scores"]["execution"]
+        assert run["assertions_total"] > 0 and run["assertions_passed"] == run["assertions_total"]
+        assert bad["assertions_total"] == run["assertions_total"]  # every assert still ran
+        assert bad["assertions_passed"] < bad["assertions_total"]
     assert rows[-1]["scores"] is None or rows[-1]["scores"]["execution"] is None
     assert stats.statuses == {"passed": 3, "failed": 3}
 
@@ -155,8 +162,12 @@ def test_cli_validate_and_sandbox_run(ptf, tmp_path: Path) -> None:  # type: ign
         "exec_status",
         "exec_exit_code",
         "exec_duration_ms",
+        "exec_assertions_passed",
+        "exec_assertions_total",
     ]
     assert out.column("exec_status").to_pylist() == ["passed"] * 4 + ["failed"] * 4
+    totals = out.column("exec_assertions_total").to_pylist()
+    assert out.column("exec_assertions_passed").to_pylist()[:4] == totals[:4] and min(totals) > 0
 
     script = tmp_path / "hello.py"
     script.write_text("print('hello from the sandbox')\n")

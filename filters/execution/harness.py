@@ -1,0 +1,131 @@
+"""The test harness that runs inside the sandbox and counts assertions (stdlib only; Python 3.11).
+
+Its code never runs on the host (the host imports only ``ASSERTIONS_MARK``):
+:func:`ptfactory.filters.execution.programs.program` sends this file's source, followed by one
+``run(solution, tests, entry_point)`` call, as the job's ``program.py``.
+Parsing and rewriting the tests happens here, inside the sandbox, because the tests are model
+output too.
+
+Each ``assert test, msg`` of the tests becomes a counted check: the test is evaluated, an
+exception or a false value counts as a failed assertion, and the run goes on to the next one
+(HumanEval's ``check`` would stop at the first). The last line written is
+``ASSERTIONS_MARK passed total``; the exit code is 0 only when every assertion held and nothing
+raised, so the status means what it meant before the counting (``passed`` = all tests pass).
+
+``total`` is the number of assertions evaluated (an assert in a loop counts each time); when the
+run stops early (an exception outside an assert, a solution that does not import) it is at least
+the number of asserts written in the tests, so a solution that crashes early is not graded on
+the few it reached. The counts are as trustworthy as the exit status: the solution runs in this
+process and could fake either; the sandbox bounds what code can do, not its honesty.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from typing import Any
+
+ASSERTIONS_MARK = "@ptf-assertions"
+
+_counts = [0, 0]  # passed, evaluated
+_write = os.write  # taken before any untrusted code runs
+
+
+class _Raised:
+    """What an assert's test evaluated to when evaluating it raised."""
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
+def _ptf_raised() -> _Raised:
+    return _Raised(sys.exc_info()[1])
+
+
+def _ptf_count(value: Any, line: int) -> None:
+    """Called in place of each assert, with the test's value (or a _Raised)."""
+    why = "assertion failed"
+    if isinstance(value, _Raised):
+        held, why = False, f"raised {type(value.error).__name__}"
+        try:
+            why += f": {value.error}"[:300]
+        except BaseException:  # an exception whose str() raises still counts as one failed assert
+            pass
+    else:
+        try:
+            held = bool(value)
+        except BaseException:  # a __bool__ that raises is a failed assertion, not a crash
+            held = False
+    _counts[0] += held
+    _counts[1] += 1
+    if not held:  # what a reader of the log needs: which assert, since none stops the run any more
+        _write(2, f"tests.py:{line}: {why}\n".encode())
+
+
+class _Counted(ast.NodeTransformer):
+    """``assert test, msg`` → ``try: _ptf_ok = test / except BaseException: _ptf_ok = _ptf_raised()``
+    then ``_ptf_count(_ptf_ok, line)``. BaseException: a candidate calling ``sys.exit`` fails that
+    assert only. The names start with one underscore: two would be mangled inside a class body."""
+
+    def visit_Assert(self, node: ast.Assert) -> list[ast.stmt]:
+        def store(value: ast.expr) -> ast.Assign:
+            return ast.Assign(targets=[ast.Name("_ptf_ok", ast.Store())], value=value)
+
+        guarded = ast.Try(
+            body=[store(node.test)],
+            handlers=[
+                ast.ExceptHandler(
+                    type=ast.Name("BaseException", ast.Load()),
+                    name=None,
+                    body=[store(ast.Call(ast.Name("_ptf_raised", ast.Load()), [], []))],
+                )
+            ],
+            orelse=[],
+            finalbody=[],
+        )
+        count = ast.Expr(
+            ast.Call(
+                ast.Name("_ptf_count", ast.Load()),
+                [ast.Name("_ptf_ok", ast.Load()), ast.Constant(node.lineno)],
+                [],
+            )
+        )
+        return [ast.copy_location(guarded, node), ast.copy_location(count, node)]
+
+
+def run(solution: str, tests: str, entry_point: str | None) -> None:
+    # taken before any untrusted code runs: a solution that rebinds print or sys.exit changes nothing here
+    flush, leave = sys.stdout.flush, os._exit
+    written = 0
+    ok = False
+    try:
+        tree = ast.parse(tests, "tests.py")
+        written = sum(1 for node in ast.walk(tree) if isinstance(node, ast.Assert))
+        # dont_inherit: this file's ``from __future__`` import must not change how the solution compiles
+        code = compile(
+            ast.fix_missing_locations(_Counted().visit(tree)), "tests.py", "exec", dont_inherit=True
+        )
+        namespace: dict[str, Any] = {
+            "__name__": "__main__",
+            "_ptf_count": _ptf_count,
+            "_ptf_raised": _ptf_raised,
+        }
+        exec(compile(solution, "solution.py", "exec", dont_inherit=True), namespace)
+        exec(code, namespace)
+        if entry_point:
+            namespace["check"](namespace[entry_point])
+        ok = True
+    except BaseException:  # the traceback goes to stderr, as it would without the harness
+        import traceback
+
+        traceback.print_exc()
+    passed, evaluated = _counts
+    total = evaluated if ok else max(evaluated, written)
+    try:
+        flush()
+        sys.stderr.flush()
+    except BaseException:  # a solution may have closed or replaced the streams
+        pass
+    _write(1, f"\n{ASSERTIONS_MARK} {passed} {total}\n".encode())
+    leave(0 if ok and passed == total else 1)

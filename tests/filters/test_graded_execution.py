@@ -1,0 +1,137 @@
+"""Graded execution in the real Docker sandbox: the harness counts each assert of the tests, a
+failing one does not stop the run, and hostile solutions still end with an honest status."""
+
+from collections.abc import Iterator
+
+import pytest
+
+from ptfactory.filters.execution.base import Job
+from ptfactory.filters.execution.docker_sandbox import DockerSandbox
+from ptfactory.filters.execution.limits import ExecResult, Limits
+from ptfactory.filters.execution.programs import graded, program
+from ptfactory.filters.execution.validate import validate_samples
+from ptfactory.storage.schema import from_records, sample_id, validate_table
+
+pytestmark = pytest.mark.integration
+
+TESTS = (
+    "def check(candidate):\n"
+    "    assert candidate(1) == 2\n"
+    "    assert candidate(2) == 3\n"
+    "    assert candidate(3) == 4, 'three'\n"
+)
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[DockerSandbox]:
+    with DockerSandbox(Limits(timeout_s=3, memory_mb=128, pids=32), workers=2) as box:
+        yield box
+
+
+def _run(sandbox: DockerSandbox, solution: str, tests: str = TESTS, entry: str | None = "inc") -> ExecResult:
+    (result,) = sandbox.run_many([Job({"program.py": program(solution, tests, entry)})])
+    return graded(result)
+
+
+def test_two_of_three_assertions(sandbox: DockerSandbox) -> None:
+    result = _run(sandbox, "def inc(x):\n    print('called', x)\n    return x + 1 if x < 3 else 0\n")
+    assert (result.status, result.assertions_passed, result.assertions_total) == ("failed", 2, 3)
+    assert "tests.py:4: assertion failed" in result.stderr_tail  # which assert, since none stopped the run
+    assert result.stdout_tail == "called 1\ncalled 2\ncalled 3\n"  # the harness's count line taken out
+
+
+def test_all_assertions_pass(sandbox: DockerSandbox) -> None:
+    result = _run(sandbox, "def inc(x):\n    return x + 1\n")
+    assert (result.status, result.exit_code, result.assertions_passed, result.assertions_total) == (
+        "passed",
+        0,
+        3,
+        3,
+    )
+    assert result.score()["assertions_passed"] == 3 and result.score()["assertions_total"] == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "solution", "expected"),
+    [
+        # an exception inside an assert fails that assert only
+        ("raises", "def inc(x):\n    if x == 2:\n        raise ValueError('no')\n    return x + 1\n", 2),
+        # sys.exit(0) from the candidate used to end the run with exit code 0: now one failed assert
+        ("exits_zero", "import sys\ndef inc(x):\n    if x == 2:\n        sys.exit(0)\n    return x + 1\n", 2),
+        # rebinding print, exit and the streams does not silence the count
+        (
+            "tampers",
+            "import builtins, os, sys\nbuiltins.print = None\nsys.exit = None\nos._exit = None\n"
+            "def inc(x):\n    return x + 1 if x != 1 else 5\n",
+            2,
+        ),
+        ("does_not_parse", "def inc(x) return x\n", 0),
+    ],
+)
+def test_failing_solutions_are_graded(
+    sandbox: DockerSandbox, name: str, solution: str, expected: int
+) -> None:
+    result = _run(sandbox, solution)
+    assert (result.status, result.assertions_passed, result.assertions_total) == ("failed", expected, 3), (
+        name,
+        result,
+    )
+
+
+def test_a_loop_is_a_timeout_with_no_counts(sandbox: DockerSandbox) -> None:
+    result = _run(sandbox, "def inc(x):\n    while x == 3:\n        pass\n    return x + 1\n")
+    assert result.status == "timeout"
+    assert (result.assertions_passed, result.assertions_total) == (None, None)
+
+
+def test_an_exception_outside_the_asserts_counts_the_unreached_ones() -> None:
+    """check() stops at an error outside an assert: the asserts it never reached count as failed."""
+    tests = "def check(candidate):\n    assert candidate(1) == 2\n    value = candidate(None)\n    assert value == 1\n"
+    with DockerSandbox(Limits(timeout_s=3)) as sandbox:
+        result = _run(sandbox, "def inc(x):\n    return x + 1\n", tests)
+    assert (result.status, result.assertions_passed, result.assertions_total) == ("failed", 1, 2)
+
+
+def test_module_level_tests_without_an_entry_point(sandbox: DockerSandbox) -> None:
+    tests = "for i in range(4):\n    assert add(i, 1) == i + 1 + (i == 3)\n"
+    result = _run(sandbox, "def add(a, b):\n    return a + b\n", tests, None)
+    assert (result.status, result.assertions_passed, result.assertions_total) == ("failed", 3, 4)
+
+
+def test_validate_samples_records_the_counts_and_drops_nothing(sandbox: DockerSandbox) -> None:
+    prompt = 'def inc(x):\n    """x plus one"""\n'
+    records = []
+    for answer in (
+        "    return x + 1\n",
+        "    return x + 1 if x < 3 else 0\n",
+        "    while True:\n        pass\n",
+    ):
+        messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
+        records.append(
+            {
+                "sample_id": sample_id("code", messages, tests=TESTS, entry_point="inc"),
+                "batch": "b",
+                "kind": "code",
+                "messages": messages,
+                "tests": TESTS,
+                "entry_point": "inc",
+                "decisions": [],
+            }
+        )
+    table, stats = validate_samples(from_records(records), sandbox)
+    validate_table(table)
+    rows = table.to_pylist()
+    runs = [r["scores"]["execution"] for r in rows]
+    assert [(e["status"], e["assertions_passed"], e["assertions_total"]) for e in runs] == [
+        ("passed", 3, 3),
+        ("failed", 2, 3),
+        ("timeout", None, None),
+    ]
+    # the failures are decided by the difficulty stage: here every row is kept, with the outcome
+    assert [(d["verdict"], d["reason"]) for d in (r["decisions"][-1] for r in rows)] == [
+        ("keep", "tests_passed"),
+        ("keep", "execution_failed"),
+        ("keep", "execution_timeout"),
+    ]
+    assert rows[1]["decisions"][-1]["detail"].startswith("2/3 assertions held")
+    assert (stats.assertions_passed, stats.assertions_total) == (5, 6)
