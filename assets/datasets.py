@@ -3,6 +3,7 @@
 import dagster as dg
 import pyarrow as pa
 
+from ptfactory.annotators.judges.calibration import STATS_KEY, Calibration, calibrate
 from ptfactory.assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
 from ptfactory.assets.resources import FactoryResource
 from ptfactory.filters.dedup.core import compute_signatures
@@ -43,6 +44,51 @@ def _version_stats(table: pa.Table, splits: dict[str, pa.Table], price_per_mtok:
         # which hash built the rows' MinHash signatures: an index of another hash cannot match them
         "dedup": {"shingle_hash": SHINGLE_HASH, "hash_library": hash_library()},
     }
+
+
+def _calibration_md(calibration: Calibration) -> dg.MetadataValue:
+    """Per judge: votes on labelled rows, accuracy and kappa against the experts, weight applied."""
+
+    def num(value: float | None) -> str:
+        return f"{value:.3f}" if value is not None else "n/a"
+
+    lines = ["| judge | votes | accuracy | kappa | weight |", "|---|---|---|---|---|"]
+    lines += [
+        f"| {r['judge']} | {r['votes']} | {num(r['accuracy'])} | {num(r['kappa'])} | {num(r['weight'])} |"
+        for r in calibration.rows()
+    ]
+    lines.append(
+        f"| **panel** (mean ≥ {calibration.accept_at:g}) | {calibration.labels} | "
+        f"{num(calibration.panel_accuracy)} | {num(calibration.panel_kappa)} | |"
+    )
+    if calibration.audit is not None:
+        audit = calibration.audit
+        lines.append(
+            f"| **panel, audit rows** | {audit.rows} | {num(audit.panel_accuracy)} | {num(audit.panel_kappa)} | |"
+        )
+    if calibration.weights is None:
+        lines.append(
+            f"\nEqual weights until {calibration.min_labels} expert labels ({calibration.labels} so far)."
+        )
+    return dg.MetadataValue.md("\n".join(lines))
+
+
+def _calibration_metadata(stats: dict[str, object]) -> dict[str, dg.MetadataValue]:
+    """The version's judge calibration (what the next judged batches weight their judges by)."""
+    body = stats.get(STATS_KEY)
+    if not isinstance(body, dict):
+        return {}
+    calibration = Calibration.from_stats(body)
+    metadata = {
+        "calibration_labels": dg.MetadataValue.int(calibration.labels),
+        "calibration": _calibration_md(calibration),
+        "calibration_weights": dg.MetadataValue.json(calibration.weights or {}),
+    }
+    if calibration.panel_accuracy is not None:
+        metadata["calibration_panel_accuracy"] = dg.MetadataValue.float(calibration.panel_accuracy)
+    if calibration.panel_kappa is not None:
+        metadata["calibration_panel_kappa"] = dg.MetadataValue.float(calibration.panel_kappa)
+    return metadata
 
 
 def _leak_check(datasets: DatasetStore, manifest: Manifest, asset: str) -> dg.AssetCheckResult:
@@ -104,10 +150,17 @@ def _publish(
             ],
         )
     splits = split_table(assembled.table, config.datasets.validation_fraction)
+    stats = _version_stats(assembled.table, splits, config.engines.generator.price_per_mtok)
+    if kind == "sft":
+        # over every curated row, not the published ones: rows the experts rejected are not
+        # published, and without them every judge that leans to accept would look right
+        stats[STATS_KEY] = calibrate(
+            curated, config.judging.calibration_min_labels, config.routing.accept_at
+        ).to_stats()
     result = datasets.publish(
         name,
         splits if len(splits) > 1 else splits["train"],  # one split: plain part-*.parquet shards
-        stats=_version_stats(assembled.table, splits, config.engines.generator.price_per_mtok),
+        stats=stats,
         kind=kind,
         config_hash=config.config_hash(),
         shard_rows=config.storage.shard_rows,
@@ -133,6 +186,8 @@ def _publish(
             "batches": dg.MetadataValue.text(", ".join(manifest.batches)),
             "dedup_index_added": dg.MetadataValue.int(indexed),
             "left_out": counts_md(assembled.skipped, "reason"),
+            # the version's (an unchanged republish keeps the existing version's)
+            **_calibration_metadata(manifest.stats),
             "preview": preview_md(published),
         },
         check_results=[

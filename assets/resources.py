@@ -15,6 +15,7 @@ import pyarrow as pa
 from pydantic import PrivateAttr
 
 from ptfactory.annotators.judges import ExecutionJudge, Judge, LLMJudge, Panel, RelevanceJudge
+from ptfactory.annotators.judges.calibration import latest_stats, weights_for
 from ptfactory.annotators.labelstudio.client import LabelStudioClient
 from ptfactory.annotators.labelstudio.ledger import Ledger
 from ptfactory.annotators.labelstudio.server import LabelStudioServer
@@ -78,6 +79,8 @@ class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                         engine=self.engine(spec.name, engine_spec),
                         rubric=spec.rubric,
                         max_tokens=spec.max_tokens,
+                        scoring=spec.scoring,
+                        prompt_style=spec.prompt,
                     )
                 )
                 judges[-1].stats.price_per_mtok = engine_spec.price_per_mtok
@@ -85,7 +88,15 @@ class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 judges.append(RelevanceJudge(spec.name))
             else:
                 judges.append(ExecutionJudge(spec.name))
-        return Panel(judges)
+        return Panel(
+            judges,
+            min_counted_share=self.config.judging.min_counted_share,
+            # reliability weights fitted on the expert labels of the latest SFT version (None: equal)
+            weights=weights_for(
+                latest_stats(self.datasets(), self.config.datasets.sft),
+                self.config.judging.calibration_min_labels,
+            ),
+        )
 
     def price_per_mtok(self, role: str) -> float:
         return float(getattr(self.config.engines, role).price_per_mtok)

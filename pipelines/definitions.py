@@ -11,8 +11,9 @@ from ptfactory.assets.datasets import preference_dataset, sft_dataset
 from ptfactory.assets.dedup import deduplicated_samples
 from ptfactory.assets.execution import execution_validated
 from ptfactory.assets.generation import candidate_instructions, candidate_responses
+from ptfactory.assets.judging import judged_samples
 from ptfactory.assets.resources import FactoryResource, SampleIOManager
-from ptfactory.assets.scoring import difficulty_scored, judged_samples, routed_samples
+from ptfactory.assets.scoring import difficulty_scored, routed_samples
 from ptfactory.assets.seeds import seed_tasks
 from ptfactory.pipelines.jobs import curation_job, factory_job, review_job
 from ptfactory.pipelines.schedules import new_batches

@@ -31,6 +31,7 @@ __all__ = [
     "EnginesConfig",
     "FactoryConfig",
     "JudgeSpec",
+    "JudgingSection",
     "SeedsConfig",
     "StorageConfig",
     "judge_family",
@@ -114,8 +115,17 @@ class DifficultySection(Section):
     max_pass_rate: float = Field(0.75, ge=0, le=1, description="above: too_easy")
     temperature: float = Field(0.8, ge=0, le=2)
     max_tokens: int = Field(384, gt=0)
-    ifd_min: float = Field(0.0, ge=0, description="IFD below: too_easy")
+    ifd_min: float = Field(0.0, ge=0, description="absolute floor, IFD below: too_easy (0: none, IFD > 0)")
     ifd_max: float = Field(1.0, gt=0, description="IFD at or above: instruction_unhelpful")
+    ifd_low_quantile: float = Field(
+        0.1, ge=0, lt=1, description="IFD below the batch's quantile: too_easy (0: none)"
+    )
+    ifd_high_quantile: float = Field(
+        1.0, gt=0, le=1, description="IFD above the batch's quantile: instruction_unhelpful (1: none)"
+    )
+    ifd_band_min_rows: int = Field(
+        20, ge=1, description="fewer IFD-scored rows in a batch: the absolute band (ifd_min, ifd_max) only"
+    )
 
     def to_config(self) -> DifficultyConfig:
         return DifficultyConfig(
@@ -126,6 +136,9 @@ class DifficultySection(Section):
             max_tokens=self.max_tokens,
             ifd_min=self.ifd_min,
             ifd_max=self.ifd_max,
+            ifd_low_quantile=self.ifd_low_quantile,
+            ifd_high_quantile=self.ifd_high_quantile,
+            ifd_band_min_rows=self.ifd_band_min_rows,
         )
 
 
@@ -140,6 +153,28 @@ class JudgeSpec(Section):
     )
     rubric: str = Field("rubric", description="template in annotators/judges/templates")
     max_tokens: int = Field(96, gt=0)
+    scoring: Literal["auto", "probability", "json"] = Field(
+        "auto",
+        description=(
+            "llm judges: probability reads the score from the model's probabilities over the score "
+            "tokens (prefill only); json asks for a schema-constrained JSON vote; auto: json where "
+            "the backend constrains JSON (vllm, openai), probability elsewhere"
+        ),
+    )
+    prompt: Literal["chat", "completion"] = Field(
+        "chat",
+        description="chat: the model's chat template; completion: a few-shot text prompt (base models)",
+    )
+
+    @field_validator("prompt")
+    @classmethod
+    def _completion_scores_from_probabilities(cls, prompt: str, info: ValidationInfo) -> str:
+        if prompt == "completion" and info.data.get("scoring") == "json":
+            raise ValueError(
+                "a completion prompt (a base model) is scored from probabilities; "
+                "set scoring: probability (or auto), or prompt: chat for JSON votes"
+            )
+        return prompt
 
 
 _FAMILY = re.compile(r"[a-z]+(?:[-_]?\d+(?:\.\d+)?(?=$|[-_.]))?")
@@ -168,7 +203,17 @@ def judge_family(spec: JudgeSpec, generator: EngineSpec) -> str:
 
 def _default_judges() -> list[JudgeSpec]:
     return [
-        JudgeSpec(name="smollm2", type="llm", engine=EngineSpec()),
+        # few-shot completion prompts: measured to separate good from bad answers better than the
+        # chat rubric on these small models (README, "The judge panel")
+        JudgeSpec(name="smollm2", type="llm", engine=EngineSpec(), prompt="completion"),
+        JudgeSpec(
+            name="gemma3",
+            type="llm",
+            engine=EngineSpec(model="bundled:gemma3-270m"),
+            family="gemma3",
+            prompt="completion",
+            scoring="probability",
+        ),
         JudgeSpec(name="minilm-relevance", type="relevance"),
         JudgeSpec(name="execution", type="execution"),
     ]
@@ -179,10 +224,41 @@ class RoutingSection(Section):
     max_spread: float = Field(3.0, ge=0, le=9, description="...when the judges disagree by at most this")
     reject_at: float = Field(3.0, ge=1, le=10, description="auto-reject at or below this judge mean")
     review_budget: int = Field(50, ge=0, description="rows per batch sent to expert review")
-    silent: Literal["review", "accept", "reject"] = Field("review", description="rows no judge could score")
+    silent: Literal["review", "accept", "reject"] = Field(
+        "review",
+        description=(
+            "rows no judge could score, and rows that waited max_wait_batches for a review slot: "
+            "review (routed, over budget) | accept | reject"
+        ),
+    )
+    max_wait_batches: int = Field(
+        3, ge=1, description="batches a row may wait for a review slot before it gets the `silent` verdict"
+    )
+    audit_rate: float = Field(
+        0.02, ge=0, le=1, description="share of auto-accepted/rejected rows sent to blind audit review"
+    )
+    audit_budget: int = Field(5, ge=0, description="audit rows per batch (their own budget)")
 
     def to_config(self) -> RoutingConfig:
-        return RoutingConfig(self.accept_at, self.max_spread, self.reject_at, self.review_budget, self.silent)
+        return RoutingConfig(
+            self.accept_at,
+            self.max_spread,
+            self.reject_at,
+            self.review_budget,
+            self.silent,
+            max_wait_batches=self.max_wait_batches,
+            audit_rate=self.audit_rate,
+            audit_budget=self.audit_budget,
+        )
+
+
+class JudgingSection(Section):
+    min_counted_share: float = Field(
+        0.95, ge=0, le=1, description="a judge counting fewer of its votes fails its check and is left out"
+    )
+    calibration_min_labels: int = Field(
+        20, ge=1, description="expert labels needed before judges are weighted by their reliability"
+    )
 
 
 class AnnotationSection(Section):
@@ -207,6 +283,7 @@ class FactoryConfig(Section):
     sandbox: SandboxSection = SandboxSection()
     difficulty: DifficultySection = DifficultySection()
     judges: list[JudgeSpec] = Field(default_factory=_default_judges, min_length=1, validate_default=True)
+    judging: JudgingSection = JudgingSection()
     routing: RoutingSection = RoutingSection()
     annotation: AnnotationSection = AnnotationSection()
 

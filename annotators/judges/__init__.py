@@ -2,7 +2,7 @@
 
 from ptfactory.annotators.judges.base import Judge, JudgeStats, Vote
 from ptfactory.annotators.judges.llm import LLMJudge, parse_vote
-from ptfactory.annotators.judges.panel import Aggregate, Panel, aggregate, krippendorff_alpha
+from ptfactory.annotators.judges.panel import Aggregate, Panel, PanelReport, aggregate, krippendorff_alpha
 from ptfactory.annotators.judges.scorers import ExecutionJudge, RelevanceJudge
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "JudgeStats",
     "LLMJudge",
     "Panel",
+    "PanelReport",
     "RelevanceJudge",
     "Vote",
     "aggregate",

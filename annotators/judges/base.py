@@ -27,6 +27,8 @@ class Vote:
     rationale: str = ""
     raw: str = ""
     parsed: bool = True
+    method: str = ""  # json | probability | embedding | execution | unparsed
+    confidence: float | None = None  # probability votes: 1 - normalised entropy of the score distribution
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,6 +44,7 @@ class JudgeStats:
     votes: int = 0
     unparsed: int = 0
     abstained: int = 0
+    by_method: dict[str, int] = field(default_factory=dict)  # counted votes: json / probability / ...
     prompt_tokens: int = 0
     completion_tokens: int = 0
     price_per_mtok: float = 0.0
@@ -49,6 +52,16 @@ class JudgeStats:
     @property
     def parse_failure_rate(self) -> float:
         return self.unparsed / self.votes if self.votes else 0.0
+
+    @property
+    def counted_share(self) -> float | None:
+        """Counted votes over the votes that tried to score (abstentions are not losses)."""
+        tried = self.votes - self.abstained
+        return (tried - self.unparsed) / tried if tried else None
+
+    def share(self, method: str) -> float:
+        tried = self.votes - self.abstained
+        return self.by_method.get(method, 0) / tried if tried else 0.0
 
     @property
     def cost_usd(self) -> float:
@@ -74,6 +87,9 @@ class Judge(ABC):
         self.stats.votes += len(votes)
         self.stats.unparsed += sum(1 for v in votes if not v.parsed)
         self.stats.abstained += sum(1 for v in votes if v.parsed and v.score is None)
+        for vote in votes:
+            if vote.counts:
+                self.stats.by_method[vote.method] = self.stats.by_method.get(vote.method, 0) + 1
         return votes
 
 

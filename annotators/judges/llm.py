@@ -1,20 +1,37 @@
-"""An LLM judge: an engine, a model and a rubric template; JSON out, schema-constrained where the
-backend supports it (vLLM guided decoding, OpenAI-compatible ``json_schema``)."""
+"""An LLM judge: an engine, a model and a rubric; every vote counts or says why it does not.
+
+Two ways to read a score, chosen per judge (``scoring``):
+
+- ``probability`` (G-Eval-style, the default on engines without constrained decoding, and the
+  only way for a base model): the rubric ends where the score goes; the engine returns the
+  log-probabilities of the score tokens ``1``..``9`` (one prefill, no decoding). The vote is the
+  expected score, mapped onto 1-10, and its confidence is one minus the normalised entropy of
+  the distribution. It cannot be cut by ``max_tokens`` and always yields a number.
+- ``json``: a schema-constrained JSON reply (vLLM guided decoding, OpenAI-compatible
+  ``json_schema``). A reply cut by ``max_tokens`` is retried once with twice the room, then
+  scored from probabilities where the engine can score; what still yields nothing is
+  ``unparsed`` with its raw text, never a default score.
+
+``prompt: completion`` renders a few-shot text prompt instead of a chat turn, for base models
+that have no chat template (Gemma 3 270M).
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ptfactory.annotators.judges.base import Judge, Vote, prompt_and_response
-from ptfactory.engines.base import Engine, SamplingParams
+from ptfactory.engines.base import Engine, Prompt, SamplingParams
+from ptfactory.errors import EngineError
 from ptfactory.generators.prompts import Template
 from ptfactory.generators.prompts import template as load_template
 
-__all__ = ["VOTE_SCHEMA", "LLMJudge", "parse_vote"]
+__all__ = ["SCORE_TOKENS", "VOTE_SCHEMA", "LLMJudge", "parse_vote", "probability_vote"]
 
 VOTE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -25,15 +42,19 @@ VOTE_SCHEMA: dict[str, Any] = {
     },
     "required": ["score", "verdict", "rationale"],
 }
+SCORE_TOKENS = tuple(str(d) for d in range(1, 10))  # one token each in the bundled tokenizers
 TEMPLATES = Path(__file__).parent / "templates"
-_OBJECT = re.compile(r"\{.*?\}", re.S)
+_OBJECT = re.compile(r"\{[^{}]*\}", re.S)
 _MAX_CHARS = 6000  # long responses are cut for the judge's context; the cut is stated in the prompt
+_MIN_MASS = 1e-4  # below this share on the score tokens the model is not answering the rubric
+ACCEPT_AT = 6.0  # a vote's own verdict when the reply gives none
 
 
 def parse_vote(raw: str) -> tuple[float | None, str, str, str | None]:
-    """(score, verdict, rationale, failure reason) from a judge's reply."""
-    candidates = [raw.strip(), *_OBJECT.findall(raw)]
-    for text in candidates:
+    """(score, verdict, rationale, failure reason) from a JSON reply: the first object with a
+    usable score wins (``"8"`` is read as 8); objects without one are skipped, not fatal."""
+    failure = "no JSON object in the reply"
+    for text in [raw.strip(), *_OBJECT.findall(raw)]:
         try:
             data = json.loads(text)
         except (json.JSONDecodeError, ValueError):
@@ -41,13 +62,38 @@ def parse_vote(raw: str) -> tuple[float | None, str, str, str | None]:
         if not isinstance(data, dict):
             continue
         score = data.get("score")
+        if isinstance(score, str):
+            try:
+                score = float(score.strip())
+            except ValueError:
+                pass
         if isinstance(score, bool) or not isinstance(score, int | float) or not 1 <= score <= 10:
-            return None, "unparsed", "", f"score {score!r} is not a number from 1 to 10"
+            failure = f"score {data.get('score')!r} is not a number from 1 to 10"
+            continue
         verdict = str(data.get("verdict", "")).strip().lower()
         if verdict not in ("accept", "reject"):
-            verdict = "accept" if score >= 6 else "reject"
+            verdict = "accept" if score >= ACCEPT_AT else "reject"
         return float(score), verdict, str(data.get("rationale", ""))[:400], None
-    return None, "unparsed", "", "no JSON object in the reply"
+    return None, "unparsed", "", failure
+
+
+def probability_vote(logprobs: list[float]) -> tuple[float | None, float, float]:
+    """(score on 1-10, confidence 0-1, probability mass on the score tokens) from the
+    log-probabilities of ``SCORE_TOKENS``; score None when the model puts (almost) nothing there."""
+    finite = [lp for lp in logprobs if math.isfinite(lp)]
+    if not finite:
+        return None, 0.0, 0.0
+    top = max(finite)
+    weights = [math.exp(lp - top) if math.isfinite(lp) else 0.0 for lp in logprobs]
+    mass = sum(math.exp(lp) for lp in finite)
+    total = sum(weights)
+    probs = [w / total for w in weights]
+    expected = sum(p * (i + 1) for i, p in enumerate(probs))  # 1..9
+    entropy = -sum(p * math.log(p) for p in probs if p > 0)
+    confidence = 1.0 - entropy / math.log(len(probs))
+    if mass < _MIN_MASS:
+        return None, confidence, mass
+    return 1.0 + (expected - 1.0) * 9.0 / 8.0, confidence, mass
 
 
 @dataclass
@@ -55,42 +101,142 @@ class LLMJudge(Judge):
     engine: Engine | None = None
     rubric: str = "rubric"
     max_tokens: int = 96
-    _template: Template | None = field(default=None, init=False, repr=False)
+    scoring: str = "auto"  # auto | probability | json
+    prompt_style: str = "chat"  # chat | completion
+    _templates: dict[str, Template] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def model(self) -> str:
         assert self.engine is not None
         return self.engine.model_id
 
-    def _prompt(self, row: dict[str, Any]) -> str:
-        if self._template is None:
-            self._template = load_template(self.rubric, TEMPLATES)
+    @property
+    def method(self) -> str:
+        """The scoring this judge uses: ``auto`` resolves to json where the engine constrains it."""
+        if self.scoring != "auto":
+            return self.scoring
+        assert self.engine is not None
+        return "json" if self.engine.supports_json_schema and self.prompt_style == "chat" else "probability"
+
+    def _render(self, name: str, row: dict[str, Any]) -> str:
+        if name not in self._templates:
+            self._templates[name] = load_template(name, TEMPLATES)
         instruction, response = prompt_and_response(row)
         if len(response) > _MAX_CHARS:
             response = response[:_MAX_CHARS] + "\n[... cut for length]"
-        return self._template.render(instruction=instruction, response=response)
+        return self._templates[name].render(instruction=instruction, response=response)
+
+    def _score_prompt(self, row: dict[str, Any]) -> Prompt:
+        if self.prompt_style == "completion":
+            # the rating follows "Score: " as in the few-shot examples (render() strips the space)
+            return self._render(f"{self.rubric}_fewshot", row) + " "
+        return [{"role": "user", "content": self._render(f"{self.rubric}_score", row)}]
 
     def _judge(self, rows: list[dict[str, Any]]) -> list[Vote]:
+        assert self.engine is not None
+        if self.method == "probability":
+            return self._probability_votes(rows)
+        return self._json_votes(rows)
+
+    def _probability_votes(self, rows: list[dict[str, Any]]) -> list[Vote]:
+        assert self.engine is not None
+        prompts = [self._score_prompt(r) for r in rows]
+        before = self.engine.stats.prompt_tokens
+        table = self.engine.choice_logprobs(prompts, SCORE_TOKENS)
+        self.stats.prompt_tokens += self.engine.stats.prompt_tokens - before
+        votes = []
+        for logprobs in table:
+            score, confidence, mass = probability_vote(logprobs)
+            dist = " ".join(f"{d}:{math.exp(lp):.3f}" for d, lp in zip(SCORE_TOKENS, logprobs, strict=True))
+            if score is None:
+                votes.append(
+                    Vote(
+                        self.name,
+                        self.model,
+                        None,
+                        "unparsed",
+                        f"only {mass:.1e} of the probability is on the score tokens",
+                        dist,
+                        parsed=False,
+                        method="unparsed",
+                    )
+                )
+                continue
+            verdict = "accept" if score >= ACCEPT_AT else "reject"
+            rationale = f"expected score {score:.2f} (mass {mass:.2f} on 1-9)"
+            votes.append(
+                Vote(
+                    self.name,
+                    self.model,
+                    round(score, 4),
+                    verdict,
+                    rationale,
+                    dist,
+                    method="probability",
+                    confidence=round(confidence, 4),
+                )
+            )
+        return votes
+
+    def _json_votes(self, rows: list[dict[str, Any]]) -> list[Vote]:
+        assert self.engine is not None
+        conversations = [[{"role": "user", "content": self._render(self.rubric, r)}] for r in rows]
+        replies = self._ask(conversations, self.max_tokens)
+        cut = [i for i, reply in enumerate(replies) if reply.finish_reason == "length"]
+        if cut:  # a reply cut by max_tokens: once more with twice the room
+            for i, reply in zip(
+                cut, self._ask([conversations[i] for i in cut], self.max_tokens * 2), strict=True
+            ):
+                replies[i] = reply
+        votes: list[Vote | None] = []
+        failures: dict[int, str] = {}
+        for i, reply in enumerate(replies):
+            score, verdict, rationale, failure = parse_vote(reply.text)
+            if reply.failed:  # the request failed after its retries: recorded, not fatal
+                failure = reply.finish_reason
+            elif failure and reply.finish_reason == "length":
+                failure = f"cut by max_tokens={self.max_tokens * 2} ({failure})"
+            if failure:
+                failures[i] = failure
+                votes.append(None)
+            else:
+                votes.append(
+                    Vote(self.name, self.model, score, verdict, rationale, reply.text[:2000], method="json")
+                )
+        lost = sorted(failures)
+        rescued = self._rescue([rows[i] for i in lost]) if lost else []
+        for i, vote in zip(lost, rescued, strict=True):
+            votes[i] = vote or Vote(
+                self.name,
+                self.model,
+                None,
+                "unparsed",
+                failures[i],
+                replies[i].text[:2000],
+                parsed=False,
+                method="unparsed",
+            )
+        return [v for v in votes if v is not None]
+
+    def _ask(self, conversations: list[list[dict[str, str]]], max_tokens: int) -> list[Any]:
         assert self.engine is not None
         params = SamplingParams(
             n=1,
             temperature=0.0,
-            max_tokens=self.max_tokens,
+            max_tokens=max_tokens,
             seed=0,
             json_schema=VOTE_SCHEMA if self.engine.supports_json_schema else None,
         )
-        replies = self.engine.chat([[{"role": "user", "content": self._prompt(r)}] for r in rows], params)
-        votes = []
-        for (reply,) in replies:
+        replies = [group[0] for group in self.engine.chat(conversations, params)]
+        for reply in replies:
             self.stats.prompt_tokens += reply.prompt_tokens
             self.stats.completion_tokens += reply.completion_tokens
-            score, verdict, rationale, failure = parse_vote(reply.text)
-            if reply.failed:  # the request failed after its retries: recorded, not fatal
-                failure = reply.finish_reason
-            if failure:
-                votes.append(
-                    Vote(self.name, self.model, None, "unparsed", failure, reply.text[:2000], parsed=False)
-                )
-            else:
-                votes.append(Vote(self.name, self.model, score, verdict, rationale, reply.text[:2000]))
-        return votes
+        return replies
+
+    def _rescue(self, rows: list[dict[str, Any]]) -> list[Vote | None]:
+        """Votes the JSON path lost, scored from probabilities where the engine can score."""
+        try:
+            votes = self._probability_votes(rows)
+        except (NotImplementedError, EngineError):  # e.g. a server that returns no prompt logprobs
+            return [None] * len(rows)
+        return [v if v.counts else None for v in votes]

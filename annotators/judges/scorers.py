@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,16 +14,53 @@ from ptfactory.annotators.judges.base import Judge, Vote, prompt_and_response
 __all__ = ["ExecutionJudge", "RelevanceJudge"]
 
 
+_WORD = re.compile(r"\w+")
+
+
+def _overlap(prompt: str, response: str) -> tuple[float, float, int]:
+    """(containment, coverage, words): the share of the response's words found in the prompt, the
+    share of the prompt's distinct words the response repeats, and the response's word count."""
+    asked = set(_WORD.findall(prompt.lower()))
+    said = _WORD.findall(response.lower())
+    if not asked or not said:
+        return 0.0, 0.0, len(said)
+    containment = sum(1 for w in said if w in asked) / len(said)
+    coverage = len(asked & set(said)) / len(asked)
+    return containment, coverage, len(said)
+
+
 @dataclass
 class RelevanceJudge(Judge):
     """Instruction ↔ response relevance from sentence embeddings (all-MiniLM-L6-v2, bundled).
 
     Cosine similarity is mapped linearly from [floor, ceiling] onto scores 1-10: a response that
     talks about something else than what was asked scores low, whatever its fluency.
+
+    A response that only restates the instruction is as close to it as a response gets, so the
+    cosine alone would reward it; it scores ``restatement_score`` instead when either
+    - it is (part of) the prompt's words: at least ``copy_containment`` of its words come from the
+      prompt and it repeats at least ``copy_coverage`` of the prompt's distinct words (and has at
+      least ``min_words`` words: "Hi!" to "Say hi." is an answer), or
+    - it says the prompt again around a few words of its own: cosine at least ``echo_cosine`` and
+      at least ``echo_coverage`` of the prompt's words repeated.
+    Measured with the bundled MiniLM ("What is the capital of France?"): "Paris is the capital of
+    France." has cosine 0.86, containment 0.83, coverage 0.83 (an answer: neither rule); "The
+    capital of France." 0.94 / 1.00 / 0.67 (copy); "You are asking what the capital of France is."
+    0.91 / 0.67 / 1.00 (echo); "Here is a haiku about autumn leaves falling." to "Write a haiku
+    about autumn leaves falling." 0.95 / 0.75 / 0.86 (echo). A restatement padded with more words
+    of its own ("Sure! I will explain ...", cosine 0.85) escapes both rules: the LLM judges see it.
+    Code rows are not checked: a code answer repeats the stub and its names by design, and the
+    execution judge grades it.
     """
 
     floor: float = 0.05
     ceiling: float = 0.75
+    copy_containment: float = 0.9
+    copy_coverage: float = 0.5
+    min_words: int = 4
+    echo_cosine: float = 0.9
+    echo_coverage: float = 0.8
+    restatement_score: float = 1.5
     model_path: Path | None = None  # a sentence-transformers folder; None: the bundled MiniLM
     _model: Any = field(default=None, init=False, repr=False)
 
@@ -44,6 +82,20 @@ class RelevanceJudge(Judge):
             self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
         return self._model
 
+    def restates(self, prompt: str, response: str, cosine: float) -> str | None:
+        """Why ``response`` counts as a restatement of ``prompt``, or None."""
+        containment, coverage, words = _overlap(prompt, response)
+        measured = f"cosine {cosine:.3f}, {containment:.0%} of its words from the prompt, {coverage:.0%} of the prompt repeated"
+        if (
+            words >= self.min_words
+            and containment >= self.copy_containment
+            and coverage >= self.copy_coverage
+        ):
+            return f"copies the instruction ({measured})"
+        if cosine >= self.echo_cosine and coverage >= self.echo_coverage:
+            return f"restates the instruction ({measured})"
+        return None
+
     def _judge(self, rows: list[dict[str, Any]]) -> list[Vote]:
         pairs = [prompt_and_response(r) for r in rows]
         encoder = self._encoder()
@@ -52,31 +104,57 @@ class RelevanceJudge(Judge):
         cosine = np.sum(asks * answers, axis=1)
         scaled = np.clip((cosine - self.floor) / (self.ceiling - self.floor), 0.0, 1.0) * 9 + 1
         votes = []
-        for (_, response), cos, score in zip(pairs, cosine, scaled, strict=True):
+        for row, (prompt, response), cos, score in zip(rows, pairs, cosine, scaled, strict=True):
             if not response.strip():
-                votes.append(Vote(self.name, self.model, None, "abstain", "no response to compare"))
+                votes.append(self._vote(None, "abstain", "no response to compare"))
+                continue
+            why = None if row.get("kind") == "code" else self.restates(prompt, response, float(cos))
+            if why:
+                votes.append(self._vote(self.restatement_score, "reject", why))
                 continue
             verdict = "accept" if score >= 5 else "reject"
-            votes.append(Vote(self.name, self.model, round(float(score), 2), verdict, f"cosine {cos:.3f}"))
+            votes.append(self._vote(round(float(score), 2), verdict, f"cosine {cos:.3f}"))
         return votes
+
+    def _vote(self, score: float | None, verdict: str, rationale: str) -> Vote:
+        return Vote(self.name, self.model, score, verdict, rationale, method="embedding", confidence=None)
 
 
 @dataclass
 class ExecutionJudge(Judge):
-    """Code rows: 10 if the solution passed its tests in the sandbox, 1 if not; others abstain."""
+    """Code rows, graded by the sandbox: 1 + 9 × the share of the tests' assertions that held.
+
+    Where the run reported no counts (killed by a timeout, OOM or output flood; a program with no
+    assertion): 10 if it passed, 1 if not. A run that did not pass never votes 10, even with every
+    assertion it reached holding (it crashed or hung after them): at most 9. Verdict: accept only
+    when the tests passed. Rows of other kinds, and code rows never executed, abstain.
+
+    The student's pass rate (``scores.difficulty``, method pass_rate) is not blended in: it
+    measures how hard the *problem* is for another model, not whether *this* answer is right. A
+    correct answer to a hard problem would score lower for it, the opposite of what the panel's
+    mean is for; difficulty already acts on it (too_easy, hard).
+    """
 
     @property
     def model(self) -> str:
         return "sandbox"
 
     def _judge(self, rows: list[dict[str, Any]]) -> list[Vote]:
-        votes = []
-        for row in rows:
-            execution = (row.get("scores") or {}).get("execution")
-            if row["kind"] != "code" or not execution:
-                votes.append(Vote(self.name, self.model, None, "abstain", "not a validated code row"))
-            elif execution["status"] == "passed":
-                votes.append(Vote(self.name, self.model, 10.0, "accept", "tests passed"))
-            else:
-                votes.append(Vote(self.name, self.model, 1.0, "reject", f"execution {execution['status']}"))
-        return votes
+        return [self._one(row) for row in rows]
+
+    def _one(self, row: dict[str, Any]) -> Vote:
+        execution = (row.get("scores") or {}).get("execution")
+        if row["kind"] != "code" or not execution:
+            return self._vote(None, "abstain", "not an executed code row")
+        status = execution["status"]
+        passed, total = execution.get("assertions_passed"), execution.get("assertions_total")
+        verdict = "accept" if status == "passed" else "reject"
+        if not total or passed is None:
+            return self._vote(10.0 if status == "passed" else 1.0, verdict, f"execution {status}")
+        score = 1 + 9 * passed / total
+        if status != "passed":
+            score = min(score, 9.0)
+        return self._vote(round(score, 2), verdict, f"{passed}/{total} assertions held; execution {status}")
+
+    def _vote(self, score: float | None, verdict: str, rationale: str) -> Vote:
+        return Vote(self.name, self.model, score, verdict, rationale, method="execution", confidence=None)

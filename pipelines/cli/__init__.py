@@ -11,6 +11,7 @@ module         commands
 ``sandbox``    ``ptf sandbox build|run``
 ``annotate``   ``ptf annotate up|down|status|adduser|push|pull``
 ``train``      ``ptf train``
+``judge``      ``ptf judge``
 ``ui``         ``ptf ui``, ``ptf doctor``
 =============  ===========================================================
 
@@ -29,12 +30,12 @@ from ptfactory.pipelines.cli._app import app, err
 # The command modules register themselves on `app` when imported, in the order `ptf --help` lists
 # them (the groups datasets, sandbox and annotate come after the plain commands).
 # isort: off
-from ptfactory.pipelines.cli import init, run, datasets, pull, files, sandbox, annotate, train, ui
+from ptfactory.pipelines.cli import init, run, datasets, pull, files, judge, sandbox, annotate, train, ui
 # isort: on
 
 __all__ = ["app", "main"]
 
-_COMMANDS = (init, run, datasets, pull, files, sandbox, annotate, train, ui)
+_COMMANDS = (init, run, datasets, pull, files, judge, sandbox, annotate, train, ui)
 
 
 def _click_errors() -> tuple[type[BaseException], ...]:

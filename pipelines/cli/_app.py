@@ -95,9 +95,11 @@ def datasets() -> Any:
 
 
 # What runs outside a project: scaffolding one, filters over files, the sandbox, the doctor. The data
-# commands also run anywhere once PTF_HOME says where the data is (a trainer pulling from a store).
+# commands also run anywhere once PTF_HOME says where the data is (a trainer pulling from a store);
+# `ptf judge` once --config names the panel (or PTF_HOME says where models and the cache go).
 _ANYWHERE = {"init", "dedup", "validate", "sandbox", "doctor"}
 _WITH_HOME = {"datasets", "pull", "lineage", "train"}
+_WITH_CONFIG = {"judge"}
 
 
 @app.callback()
@@ -114,12 +116,15 @@ def _enter_project(ctx: typer.Context) -> None:
     if root is None and command in _ANYWHERE:
         return
     if root is None:
-        if command in _WITH_HOME and os.environ.get("PTF_HOME"):
+        if command in _WITH_HOME | _WITH_CONFIG and os.environ.get("PTF_HOME"):
+            return
+        if command in _WITH_CONFIG and any(a == "--config" or a.startswith("--config=") for a in args):
             return
         raise UserInputError(
             f"{CWD} is not inside a ptfactory project (no factory.yaml or dagster.yaml here or above); "
             "create one with `ptf init DIR` and run ptf there"
             + (", or set PTF_HOME to the data's home" if command in _WITH_HOME else "")
+            + (", or pass --config FILE" if command in _WITH_CONFIG else "")
         )
     os.chdir(root)
     if not os.environ.get("DAGSTER_HOME"):

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from ptfactory.pipelines.cli._app import config_path, datasets, datasets_app, out, print_json
+
+if TYPE_CHECKING:
+    from ptfactory.annotators.judges.calibration import Calibration
 
 
 @datasets_app.command("list")
@@ -99,15 +102,53 @@ def datasets_show(
     for s in manifest.shards:
         shards.add_row(s.file, str(s.rows), str(s.bytes), s.sha256)
     out.print(shards)
+    from ptfactory.annotators.judges.calibration import STATS_KEY, Calibration  # not at `ptf` start-up
+
     stats = Table("stat", "value")
     for key, value in sorted(manifest.stats.items()):
-        stats.add_row(key, json.dumps(value, ensure_ascii=False))
+        if key != STATS_KEY:
+            stats.add_row(key, json.dumps(value, ensure_ascii=False))
     out.print(stats)
+    if isinstance(manifest.stats.get(STATS_KEY), dict):
+        _print_calibration(Calibration.from_stats(manifest.stats[STATS_KEY]))
     if runs:
         trained = Table("training run", "kind", "model", "output", "at")
         for r in runs:
             trained.add_row(*[str(x) for x in r])
         out.print(trained)
+
+
+def _num(value: float | None) -> str:
+    return f"{value:.3f}" if value is not None else "n/a"
+
+
+def _print_calibration(calibration: Calibration) -> None:
+    """The judges against the experts' labels, and the weights the panel applies from this version."""
+    weighting = (
+        "reliability weights"
+        if calibration.weights is not None
+        else f"equal weights until {calibration.min_labels} labels"
+    )
+    out.print(
+        f"[bold]judge calibration[/]  {calibration.labels} expert labels, {weighting}; panel "
+        f"(mean >= {calibration.accept_at:g}) accuracy {_num(calibration.panel_accuracy)}, "
+        f"kappa {_num(calibration.panel_kappa)}",
+        highlight=False,
+    )
+    audit = calibration.audit
+    if audit is not None:
+        out.print(
+            f"  audit rows   {audit.rows}: panel accuracy {_num(audit.panel_accuracy)}, "
+            f"kappa {_num(audit.panel_kappa)} (a random sample of the automatic verdicts: unbiased)",
+            highlight=False,
+        )
+    table = Table("judge", "weight", "accuracy", "kappa", "votes", *(["audit accuracy"] if audit else []))
+    for row in calibration.rows():
+        cells = [_num(row["weight"]), _num(row["accuracy"]), _num(row["kappa"]), str(row["votes"])]
+        if audit:
+            cells.append(_num(audit.accuracy.get(row["judge"])))
+        table.add_row(row["judge"], *cells)
+    out.print(table)
 
 
 @datasets_app.command("tag")

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ptfactory.annotators.routing import ROUTES
 from ptfactory.pipelines.cli._app import app, config_path, err, out, print_json, user_path
 
 
@@ -72,8 +73,38 @@ def _print_summary(outcome: Any) -> None:
         f"{outcome.wall_s:.1f}",
     )
     out.print(table)
+    _print_judging(outcome.materializations)
     if outcome.drops:
         drops = Table("dropped at: reason", "rows")
         for reason, count in outcome.drops.items():
             drops.add_row(reason, str(count))
         out.print(drops)
+
+
+def _print_judging(materializations: dict[str, dict[str, Any]]) -> None:
+    """The panel's health (counted votes per judge, alpha, who was left out) and the routes taken."""
+    judged = materializations.get("judged_samples")
+    if judged:
+        shares = {
+            k.removeprefix("counted_share_"): v for k, v in judged.items() if k.startswith("counted_share_")
+        }
+        alpha = judged.get("krippendorff_alpha")
+        table = Table("judge", "counted votes", title="judges")
+        for name, share in shares.items():
+            table.add_row(name, f"{share:.1%}")
+        out.print(table)
+        out.print(
+            f"Krippendorff alpha {alpha:.3f}"
+            if isinstance(alpha, int | float)
+            else "Krippendorff alpha: n/a",
+            f"; left out: {judged.get('judges_left_out', 'none')}; constant: {judged.get('judges_constant', 'none')}",
+            sep="",
+        )
+        warning = judged.get("self_preference_warning")
+        if warning and warning != "none":
+            err.print(f"[yellow]warning[/]: {warning}")
+    routed = materializations.get("routed_samples")
+    if routed:
+        routes = {k: v for k, v in routed.items() if k in ROUTES and isinstance(v, int)}
+        if routes:
+            out.print("routes: " + ", ".join(f"{k} {v}" for k, v in routes.items()))

@@ -1,13 +1,14 @@
 """Judge vs execution on HumanEval: canonical solutions and `return None` mutants, validated in the
-real sandbox, then judged by the real panel; the agreement lands in the asset's metadata."""
+real sandbox, then judged by the real panel as the sandbox left them (the mutants' failures are
+judged too); every LLM vote counts and the agreement lands in the asset's metadata."""
 
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from ptfactory.assets.judging import judged_samples
 from ptfactory.assets.resources import FactoryResource, SampleIOManager
-from ptfactory.assets.scoring import judged_samples
 from ptfactory.filters.execution.docker_sandbox import DockerSandbox
 from ptfactory.filters.execution.limits import Limits
 from ptfactory.filters.execution.validate import validate_samples
@@ -41,13 +42,13 @@ def test_judge_vs_execution_agreement_is_reported(home: Path, tmp_path: Path, sm
             )
     with DockerSandbox(Limits(timeout_s=10)) as sandbox:
         validated, _ = validate_samples(from_records(records), sandbox)
-    # keep the sandbox's verdicts as scores but not its drops: the judges must see the mutants too
-    rows = validated.to_pylist()
-    for row in rows:
-        row["decisions"] = []
-    AssetStore(str(home)).write("difficulty_scored", from_records(rows), "he")
+    # the sandbox's trail as it is: the panel must judge the failing mutants as well
+    AssetStore(str(home)).write("difficulty_scored", validated, "he")
     config = tmp_path / "factory.yaml"
-    config.write_text(f"engines:\n  generator: {{model: {smollm2}}}\n")
+    config.write_text(
+        f"engines:\n  generator: {{model: {smollm2}}}\n"
+        "judges:\n  - {name: smollm2, type: llm}\n  - {name: execution, type: execution}\n"
+    )
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("batch", ["he"])
     from ptfactory.assets.partitions import batch_partitions
@@ -75,13 +76,12 @@ def test_judge_vs_execution_agreement_is_reported(home: Path, tmp_path: Path, sm
             if k.startswith(("judge_vs", "krippendorff", "parse"))
         }
     )
-    compared = meta["judge_vs_execution_compared"].value
-    parsed_llm_votes = 8 - round(
-        meta["parse_failure_rate"].value * 24
-    )  # 3 judges x 8 rows; only the LLM fails
-    assert compared == parsed_llm_votes  # every parsed LLM vote on a code row is compared with the sandbox
-    if compared:
-        assert 0.0 <= meta["judge_vs_execution_agreement"].value <= 1.0
+    assert meta["counted_share_smollm2"].value == 1.0  # probability scoring: no vote is lost
+    assert meta["judge_vs_execution_compared"].value == 8  # every code row, passing or failing
+    assert 0.0 <= meta["judge_vs_execution_agreement"].value <= 1.0
+    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    assert checks["judged_samples_judges_counted"] is True
     judged = AssetStore(str(home)).read("judged_samples", "he").to_pylist()
-    execution_votes = [next(v for v in r["scores"]["judges"] if v["judge"] == "execution") for r in judged]
-    assert [v["score"] for v in execution_votes] == [10.0, 1.0] * 4  # the sandbox's word, as a vote
+    execution = [next(v for v in r["scores"]["judges"] if v["judge"] == "execution") for r in judged]
+    assert [v["score"] == 10.0 for v in execution] == [True, False] * 4  # graded by the sandbox
+    assert all(v["score"] is not None and v["score"] < 5 for v in execution[1::2])

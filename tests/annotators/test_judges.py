@@ -6,7 +6,6 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +21,6 @@ from ptfactory.annotators.judges import (
     parse_vote,
 )
 from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams
-from ptfactory.engines.transformers_engine import TransformersEngine
 from ptfactory.storage.schema import from_records, sample_id
 
 
@@ -40,6 +38,13 @@ from ptfactory.storage.schema import from_records, sample_id
         ("I think it is an 8 out of 10.", None, "unparsed", "no JSON object in the reply"),
         ('{"score": 11, "verdict": "accept"}', None, "unparsed", "score 11 is not a number from 1 to 10"),
         ('{"score": "high"}', None, "unparsed", "score 'high' is not a number from 1 to 10"),
+        ('{"score": "8", "verdict": "accept"}', 8.0, "accept", None),  # a number in a string is a number
+        (
+            '{"score": 0} then {"score": 4, "verdict": "reject"}',
+            4.0,
+            "reject",
+            None,
+        ),  # a bad object is skipped
         ('{"score": true}', None, "unparsed", "score True is not a number from 1 to 10"),
         ("", None, "unparsed", "no JSON object in the reply"),
         ("[1, 2]", None, "unparsed", "no JSON object in the reply"),
@@ -78,8 +83,12 @@ def _rows(n: int, kind: str = "sft") -> list[dict[str, object]]:
 
 
 def test_garbage_replies_are_kept_raw_and_left_out_of_the_aggregate() -> None:
-    garbage = LLMJudge("garbage", engine=Garbage(model_id="g", replies=["lol no", '{"score": 99}']))
-    steady = LLMJudge("steady", engine=Garbage(model_id="s", replies=['{"score": 6, "verdict": "accept"}']))
+    garbage = LLMJudge(
+        "garbage", engine=Garbage(model_id="g", replies=["lol no", '{"score": 99}']), scoring="json"
+    )
+    steady = LLMJudge(
+        "steady", engine=Garbage(model_id="s", replies=['{"score": 6, "verdict": "accept"}']), scoring="json"
+    )
     table, _ = Panel([garbage, steady]).judge_table(from_records(_rows(4)))
     for row in table.to_pylist():
         votes = {v["judge"]: v for v in row["scores"]["judges"]}
@@ -184,16 +193,3 @@ def test_building_the_relevance_scorer_leaves_the_environment_alone() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"changed": [], "scored": True}
-
-
-@pytest.mark.slow
-def test_llm_judge_on_the_bundled_smollm2(smollm2: Path) -> None:
-    engine = TransformersEngine(model_id="SmolLM2-135M-Instruct", model_path=str(smollm2))
-    judge = LLMJudge("smollm2", engine=engine, max_tokens=64)
-    votes = judge.judge(_rows(3))  # type: ignore[arg-type]
-    assert len(votes) == 3
-    for vote in votes:  # a 135M model may or may not write JSON: either way the vote is honest
-        assert (vote.parsed and vote.score is not None and 1 <= vote.score <= 10) or (
-            not vote.parsed and vote.raw
-        )
-    assert judge.stats.prompt_tokens > 0

@@ -75,7 +75,8 @@ def test_panel_beats_the_best_single_judge_and_disagreement_finds_errors() -> No
     single_mae = {name: float(np.mean(np.abs(s - truth))) for name, s in single.items()}
     single_errors = {name: float(np.mean((s >= THRESHOLD) != good)) for name, s in single.items()}
 
-    table, alpha = Panel(list(judges())).judge_table(from_records(rows))
+    table, report = Panel(list(judges())).judge_table(from_records(rows))
+    alpha = report.alpha
     scores = table.column("scores").to_pylist()
     mean = np.array([s["judge_mean"] for s in scores])
     panel_mae = float(np.mean(np.abs(mean - truth)))

@@ -68,6 +68,7 @@ def test_judge_families_default_from_the_model_or_are_given() -> None:
     defaults = FactoryConfig().judges
     assert [(j.name, j.family) for j in defaults] == [
         ("smollm2", "smollm2"),
+        ("gemma3", "gemma3"),  # a second LLM family by default
         ("minilm-relevance", "embedding"),
         ("execution", "execution"),
     ]
@@ -78,6 +79,8 @@ def test_judge_families_default_from_the_model_or_are_given() -> None:
         }
     )
     # a judge without an engine runs on the generator's model, so it has that family
+    assert defaults[1].engine is not None and defaults[1].engine.model_id == "gemma-3-270m"
+    assert (defaults[1].prompt, defaults[1].scoring) == ("completion", "probability")
     assert [j.family for j in config.judges] == ["qwen2.5", "house"]
 
 

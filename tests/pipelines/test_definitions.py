@@ -11,8 +11,9 @@ from ptfactory.assets.datasets import preference_dataset, sft_dataset
 from ptfactory.assets.dedup import deduplicated_samples
 from ptfactory.assets.execution import execution_validated
 from ptfactory.assets.generation import candidate_instructions, candidate_responses
+from ptfactory.assets.judging import judged_samples
 from ptfactory.assets.resources import FactoryResource, SampleIOManager
-from ptfactory.assets.scoring import difficulty_scored, judged_samples, routed_samples
+from ptfactory.assets.scoring import difficulty_scored, routed_samples
 from ptfactory.assets.seeds import seed_tasks
 from ptfactory.pipelines.definitions import defs
 from ptfactory.storage.assetstore import AssetStore
@@ -72,7 +73,7 @@ def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path, tin
         "generation: {self_instruct: {count: 0}, evol_instruct: {count: 0}, code: {count: 0},"
         " responses: {max_tokens: 1, temperature: 0}}\n"
         "difficulty: {k: 2, max_tokens: 16, ifd_max: 1000}\n"
-        "routing: {accept_at: 1, max_spread: 9, reject_at: 1}\n"
+        "routing: {accept_at: 1, max_spread: 9, reject_at: 1, audit_rate: 0}\n"
     )
     resources = {
         "factory": FactoryResource(home=str(home), config_path=str(config)),
@@ -84,15 +85,17 @@ def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path, tin
     meta = first.asset_materializations_for_node("sft_dataset")[0].metadata
     assert meta["version"].value == "sft@v1"
     validated = AssetStore(str(home)).read("execution_validated", "b1")
-    kept = validated.filter(pa.compute.invert(dropped_mask(validated)))
-    assert meta["dagster/row_count"].value == kept.num_rows  # references + kept one-token answers
+    scored = AssetStore(str(home)).read("difficulty_scored", "b1")
+    kept = scored.filter(pa.compute.invert(dropped_mask(scored)))
+    assert meta["dagster/row_count"].value == kept.num_rows  # the rows difficulty kept: references
     code_rows = [r for r in validated.to_pylist() if r["kind"] == "code"]
     reference = next(r for r in code_rows if r["provenance"]["method"] == "reference")
     assert reference["scores"]["execution"]["status"] == "passed"
     assert reference["decisions"][-1]["reason"] == "tests_passed"
-    sampled = [r for r in code_rows if r["provenance"]["method"] == "response"]
-    # a one-token answer is dropped: as empty, or because it fails the tests
-    assert sampled and all(r["decisions"][-1]["verdict"] == "drop" for r in sampled)
+    sampled = {r["sample_id"] for r in code_rows if r["provenance"]["method"] == "response"}
+    # a one-token answer is dropped: as empty, or by difficulty (truncated, or failing its tests)
+    trails = {r["sample_id"]: r["decisions"] for r in scored.to_pylist()}
+    assert sampled and all(any(d["verdict"] == "drop" for d in trails[s]) for s in sampled)
     checks = {e.check_name: e.passed for e in first.get_asset_check_evaluations()}
     assert {
         "seed_tasks_schema_valid",

@@ -1,0 +1,197 @@
+"""``judged_samples``: every kept row (and every failing code row) scored by the judge panel.
+
+The metadata says, per judge, how its votes were read (constrained JSON, probabilities) and how
+many were lost; the ``judges_counted`` check fails when a judge counts fewer than
+``judging.min_counted_share`` of its votes (that judge is then left out of the aggregate and the
+batch goes on). A panel whose every LLM judge is the generator's own model family is warned
+about: a model prefers its own outputs (self-preference).
+"""
+
+import dagster as dg
+import pyarrow as pa
+
+from ptfactory.annotators.judges import LLMJudge, Panel, PanelReport
+from ptfactory.annotators.judges.pairwise import PairwiseJudge, candidate_pairs, swap_consistency
+from ptfactory.assets.common import check_specs, preview_md, schema_check, unique_ids_check
+from ptfactory.assets.partitions import batch_partitions
+from ptfactory.assets.resources import FactoryResource
+from ptfactory.assets.scoring import histogram_md
+from ptfactory.config import FactoryConfig, model_family
+from ptfactory.storage.schema import prompt_of, response_of
+
+__all__ = ["judged_samples", "self_preference_warning"]
+
+
+def _judge_vs_execution(table: pa.Table, llm_judges: set[str]) -> tuple[float | None, int]:
+    """How often the LLM judges' verdicts agree with the sandbox on code rows (pass = accept)."""
+    agree = total = 0
+    for scores, kind in zip(
+        table.column("scores").to_pylist(), table.column("kind").to_pylist(), strict=True
+    ):
+        execution = (scores or {}).get("execution")
+        if kind != "code" or not execution:
+            continue
+        for vote in (scores or {}).get("judges") or []:
+            if vote["judge"] not in llm_judges or not vote["parsed"] or vote["score"] is None:
+                continue
+            total += 1
+            agree += (vote["verdict"] == "accept") == (execution["status"] == "passed")
+    return (agree / total if total else None), total
+
+
+def self_preference_warning(config: FactoryConfig) -> str | None:
+    """A warning when every LLM judge is of the generator's model family, else None."""
+    generator = model_family(config.engines.generator.model_id)
+    llm = [j for j in config.judges if j.type == "llm"]
+    if llm and all(j.family == generator for j in llm):
+        return (
+            f"every LLM judge is of the generator's family ({generator}): a model rates its own outputs "
+            "higher (self-preference); add a judge of another family to factory.yaml `judges`"
+        )
+    return None
+
+
+def per_judge_md(panel: Panel, report: PanelReport, families: dict[str, str]) -> dg.MetadataValue:
+    lines = [
+        "| judge | family | model | votes | abstained | json | probability | lost | counted | note | tokens | est. cost $ |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for judge in panel.judges:
+        st = judge.stats
+        tried = st.votes - st.abstained
+        other = sum(n for m, n in st.by_method.items() if m not in ("json", "probability"))
+        share = report.counted_share.get(judge.name)
+        note = []
+        if judge.name in report.left_out:
+            note.append("left out: too few counted")
+        if judge.name in report.constant:
+            note.append("constant: no information, not in alpha")
+        if other:
+            note.append(
+                f"{other} scored by {', '.join(sorted(m for m in st.by_method if m not in ('json', 'probability')))}"
+            )
+        lines.append(
+            f"| {judge.name} | {families.get(judge.name, '')} | {judge.model} | {st.votes} | {st.abstained} | "
+            f"{st.share('json'):.1%} | {st.share('probability'):.1%} | "
+            f"{(st.unparsed / tried if tried else 0.0):.1%} | {f'{share:.1%}' if share is not None else 'n/a'} | "
+            f"{'; '.join(note)} | {st.prompt_tokens + st.completion_tokens} | {st.cost_usd:.6f} |"
+        )
+    return dg.MetadataValue.md("\n".join(lines))
+
+
+def pairwise_md(panel: Panel, table: pa.Table) -> dict[str, dg.MetadataValue]:
+    """Each LLM judge compares the best and the worst answer of every instruction with two or more,
+    in both orders: its swap consistency, and how often it agrees with the panel's score gap."""
+    rows = table.to_pylist()
+    pairs = candidate_pairs(rows)
+    out: dict[str, dg.MetadataValue] = {"pairwise_pairs": dg.MetadataValue.int(len(pairs))}
+    if not pairs:
+        return out
+    instructions = [prompt_of(rows[best]["messages"]) for best, _ in pairs]
+    bests = [response_of(rows[best]["messages"]) for best, _ in pairs]
+    worsts = [response_of(rows[worst]["messages"]) for _, worst in pairs]
+    lines = ["| judge | pairs | swap consistency | agrees with the score gap |", "|---|---|---|---|"]
+    for judge in panel.judges:
+        if not isinstance(judge, LLMJudge):
+            continue
+        votes = PairwiseJudge(judge).compare(instructions, bests, worsts)
+        decided = [v for v in votes if v.preferred is not None]
+        agree = sum(v.preferred == "first" for v in decided) / len(decided) if decided else None
+        consistency = swap_consistency(votes)
+        out[f"swap_consistency_{judge.name}"] = dg.MetadataValue.float(round(consistency or 0.0, 4))
+        lines.append(
+            f"| {judge.name} | {len(votes)} | {consistency:.1%} | "
+            + (f"{agree:.1%} of {len(decided)} |" if agree is not None else "n/a |")
+        )
+    out["pairwise"] = dg.MetadataValue.md("\n".join(lines))
+    return out
+
+
+def counted_check(report: PanelReport, minimum: float) -> dg.AssetCheckResult:
+    shares = {k: v for k, v in report.counted_share.items() if v is not None}
+    return dg.AssetCheckResult(
+        check_name="judged_samples_judges_counted",
+        passed=not report.left_out,
+        description=(
+            f"judges under {minimum:.0%} counted votes, left out of the aggregate: {', '.join(report.left_out)}"
+            if report.left_out
+            else f"every judge counts at least {minimum:.0%} of its votes"
+        ),
+        metadata={f"counted_share_{k}": dg.MetadataValue.float(v) for k, v in shares.items()},
+    )
+
+
+@dg.asset(
+    partitions_def=batch_partitions,
+    group_name="judge",
+    io_manager_key="samples_io",
+    dagster_type=dg.Any,
+    kinds={"parquet"},
+    check_specs=check_specs("judged_samples", ["schema_valid", "unique_ids", "judges_counted"]),
+)
+def judged_samples(
+    context: dg.AssetExecutionContext,
+    factory: FactoryResource,
+    difficulty_scored: pa.Table,
+) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
+    """Every kept row, and every failing code row, scored by the judge panel (factory.yaml
+    ``judges``): each vote with how it was read, the mean, median, spread and confidence; votes
+    that yield nothing are kept raw, marked unparsed and left out of the aggregate."""
+    config = factory.config
+    specs = config.judges  # which judges exist, their types and families: factory.yaml only
+    panel = factory.panel()
+    table, report = panel.judge_table(difficulty_scored)
+    means = [m for m in (s["judge_mean"] for s in table.column("scores").to_pylist() if s) if m is not None]
+    agreement, compared = _judge_vs_execution(table, {j.name for j in specs if j.type == "llm"})
+    families = {j.name: j.family or "" for j in specs}
+    warning = self_preference_warning(config)
+    if warning:
+        context.log.warning(warning)
+    for name in report.left_out:
+        context.log.warning(f"judge {name!r} counted {report.counted_share[name]:.1%} of its votes: left out")
+    total_votes = sum(j.stats.votes for j in panel.judges)
+    return dg.MaterializeResult(
+        value=table,
+        metadata={
+            "dagster/row_count": dg.MetadataValue.int(table.num_rows),
+            "krippendorff_alpha": (
+                dg.MetadataValue.float(round(report.alpha, 4)) if report.alpha is not None else None
+            ),
+            "judges": per_judge_md(panel, report, families),
+            "judge_families": dg.MetadataValue.int(len(set(families.values()))),
+            "judges_left_out": dg.MetadataValue.text(", ".join(report.left_out) or "none"),
+            "judges_constant": dg.MetadataValue.text(", ".join(report.constant) or "none"),
+            "self_preference_warning": dg.MetadataValue.text(warning or "none"),
+            "calibration_weights": dg.MetadataValue.text(
+                ", ".join(f"{j}={w:g}" for j, w in sorted(panel.weights.items()))
+                if panel.weights
+                else "none: equal weights"
+            ),
+            "parse_failure_rate": dg.MetadataValue.float(
+                round(sum(j.stats.unparsed for j in panel.judges) / total_votes, 4) if total_votes else 0.0
+            ),
+            **{
+                f"counted_share_{name}": dg.MetadataValue.float(share)
+                for name, share in report.counted_share.items()
+                if share is not None
+            },
+            "score_histogram": histogram_md(means, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "judge mean"),
+            "judge_vs_execution_agreement": (
+                dg.MetadataValue.float(round(agreement, 4)) if agreement is not None else None
+            ),
+            "judge_vs_execution_compared": dg.MetadataValue.int(compared),
+            "estimated_cost_usd": dg.MetadataValue.float(
+                round(sum(j.stats.cost_usd for j in panel.judges), 6)
+            ),
+            # the panel's totals, under the keys the run summary and the version stats add up
+            "prompt_tokens": dg.MetadataValue.int(sum(j.stats.prompt_tokens for j in panel.judges)),
+            "completion_tokens": dg.MetadataValue.int(sum(j.stats.completion_tokens for j in panel.judges)),
+            **pairwise_md(panel, table),
+            "preview": preview_md(table),
+        },
+        check_results=[
+            schema_check(table, "judged_samples"),
+            unique_ids_check(table, "judged_samples"),
+            counted_check(report, panel.min_counted_share),
+        ],
+    )

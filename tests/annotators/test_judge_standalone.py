@@ -1,0 +1,122 @@
+"""`score_table`: which columns it reads, what it adds, and the input it refuses (no models needed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from ptfactory.annotators.judges import ExecutionJudge, Judge, Panel, Vote
+from ptfactory.annotators.judges.standalone import ColumnError, detect_columns, score_table
+from ptfactory.errors import UserInputError
+
+
+@dataclass
+class Length(Judge):
+    """Scores the response's length in words (1-10); abstains on empty responses."""
+
+    @property
+    def model(self) -> str:
+        return "words"
+
+    def _judge(self, rows: list[dict[str, Any]]) -> list[Vote]:
+        votes = []
+        for row in rows:
+            words = len(row["messages"][-1]["content"].split())
+            score = float(min(10, words)) if words else None
+            votes.append(Vote(self.name, self.model, score, "accept" if score else "abstain", confidence=0.5))
+        return votes
+
+
+def _panel() -> Panel:
+    return Panel([Length("length"), ExecutionJudge("execution")])
+
+
+@pytest.mark.parametrize(
+    ("columns", "expected"),
+    [
+        (["id", "prompt", "response"], ("prompt", "response")),
+        (["instruction", "output", "response"], ("instruction", "output")),
+        (["instruction", "response"], ("instruction", "response")),
+        (["question", "answer"], ("question", "answer")),
+        (["input", "output"], ("input", "output")),
+        (["prompt", "completion"], ("prompt", "completion")),
+    ],
+)
+def test_columns_are_found_in_the_documented_order(columns: list[str], expected: tuple[str, str]) -> None:
+    table = pa.table({c: ["x"] for c in columns})
+    found = detect_columns(table)
+    assert (found.prompt, found.response) == expected
+
+
+def test_messages_win_over_text_columns_and_named_columns_win_over_both() -> None:
+    table = pa.table(
+        {"messages": [[{"role": "user", "content": "a"}]], "q": ["x"], "prompt": ["p"], "response": ["r"]}
+    )
+    assert detect_columns(table).messages == "messages"
+    assert detect_columns(table, "q", "response") == detect_columns(table, "q")  # the other side found
+    assert (detect_columns(table, "q").prompt, detect_columns(table, "q").response) == ("q", "response")
+    with pytest.raises(ColumnError, match=r"no column 'nope'; its columns: messages, q, prompt, response"):
+        detect_columns(table, "nope")
+
+
+def test_score_table_adds_the_aggregates_and_one_column_per_judge() -> None:
+    table = pa.table(
+        {"prompt": ["Say two words.", "Say nothing."], "response": ["hello there", ""], "n": [1, 2]}
+    )
+    out = score_table(table, _panel())
+    assert out.column_names == ["prompt", "response", "n", *("judge_mean", "judge_spread", "judge_confidence"),
+                                "judge_length", "judge_execution"]  # fmt: skip
+    assert out.column("judge_length").to_pylist() == [2.0, None]  # null where the vote did not count
+    assert out.column("judge_execution").to_pylist() == [None, None]  # sft rows: abstains
+    assert out.column("judge_mean").to_pylist() == [2.0, None]
+    assert out.column("judge_confidence").to_pylist() == [0.5, None]
+    again = score_table(out, _panel())  # judging a judged table replaces the columns
+    assert again.column_names == out.column_names
+
+
+def test_code_rows_carry_execution_results_to_the_execution_judge() -> None:
+    execution = {"status": "passed", "exit_code": 0, "duration_ms": 1.0, "stdout_tail": "", "stderr_tail": ""}
+    table = pa.table(
+        {
+            "prompt": ["Write f."],
+            "response": ["def f(): return 1"],
+            "kind": ["code"],
+            "scores": [{"execution": execution}],
+        }
+    )
+    out = score_table(table, _panel())
+    assert out.column("judge_execution").to_pylist() == [10.0]
+
+
+def test_progress_reports_rows_judged_of_total() -> None:
+    seen: list[tuple[int, int]] = []
+    table = pa.table({"prompt": ["p"] * 5, "response": ["a b c"] * 5})
+    score_table(table, _panel(), batch_size=2, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(0, 5), (2, 5), (4, 5), (5, 5)]
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (
+            pa.table({"prompt": pa.array([], pa.string()), "response": pa.array([], pa.string())}),
+            "has no rows",
+        ),
+        (pa.table({"text": ["a"]}), "no columns to judge found"),
+        (pa.table({"prompt": [1], "response": ["a"]}), "holds int64, not strings"),
+        (
+            pa.table({"prompt": ["a"], "response": pa.array([None], pa.string())}),
+            "row 0 of column 'response' is null",
+        ),
+        (pa.table({"prompt": [b"\xff"], "response": ["a"]}), "holds binary, not strings"),
+        (pa.table({"messages": [[{"role": "user", "content": "hi"}]]}), "a final assistant turn"),
+        (pa.table({"prompt": ["a"], "response": ["b"], "kind": ["preference"]}), "kind 'preference'"),
+    ],
+)
+def test_bad_tables_raise_one_line_user_errors(table: pa.Table, message: str) -> None:
+    with pytest.raises(UserInputError, match=message) as caught:
+        score_table(table, _panel())
+    assert "\n" not in str(caught.value)
