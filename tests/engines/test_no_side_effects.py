@@ -38,7 +38,8 @@ _OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
 
 
 def _environ_change(model: str, home: Path) -> dict[str, list[str | None]]:
-    env = {k: v for k, v in os.environ.items() if k not in _OFFLINE}
+    # PTF_MODELS_DIR (the suite's shared conversions) is dropped: the bundled case converts in ``home``
+    env = {k: v for k, v in os.environ.items() if k not in (*_OFFLINE, "PTF_MODELS_DIR")}
     env.update(
         PTF_HOME=str(home),
         HF_ENDPOINT=f"http://127.0.0.1:{free_port()}",
