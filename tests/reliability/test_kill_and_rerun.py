@@ -186,5 +186,8 @@ def test_kill_9_during_each_stage_then_rerun(clean: Clean, tmp_path: Path, tiny_
     assert evil, "the hostile reference solution was not executed"
     run = evil[0]["scores"]["execution"]
     assert run["status"] in ("failed", "timeout", "oom")  # contained, and recorded as such
-    assert evil[0]["decisions"][-1]["verdict"] == "drop"
+    # execution records the failure and keeps the row for the judges; difficulty drops it
+    scored = AssetStore(str(root / ".ptf")).read("difficulty_scored", "b1").to_pylist()
+    trail = next(r["decisions"] for r in scored if r["sample_id"] == evil[0]["sample_id"])
+    assert trail[-1]["stage"] == "difficulty" and trail[-1]["verdict"] == "drop", trail
     assert not Path("/etc/pwned").exists()
