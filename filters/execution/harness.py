@@ -95,6 +95,10 @@ class _Counted(ast.NodeTransformer):
 
 
 def run(solution: str, tests: str, entry_point: str | None) -> None:
+    # Only as the sandbox job's program.py (run as __main__): imported on the host, as a module,
+    # this refuses, so untrusted code can never be exec'd outside the sandbox by a stray call.
+    if __name__ != "__main__":
+        raise RuntimeError("the execution harness runs only inside the sandbox, as its program.py")
     # taken before any untrusted code runs: a solution that rebinds print or sys.exit changes nothing here
     flush, leave = sys.stdout.flush, os._exit
     written = 0

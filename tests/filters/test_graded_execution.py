@@ -2,6 +2,7 @@
 failing one does not stop the run, and hostile solutions still end with an honest status."""
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -135,3 +136,13 @@ def test_validate_samples_records_the_counts_and_drops_nothing(sandbox: DockerSa
     ]
     assert rows[1]["decisions"][-1]["detail"].startswith("2/3 assertions held")
     assert (stats.assertions_passed, stats.assertions_total) == (5, 6)
+
+
+def test_the_harness_refuses_to_run_on_the_host(tmp_path: Path) -> None:
+    """Imported (not the sandbox's program.py), run() execs nothing: the marker file is not written."""
+    from ptfactory.filters.execution import harness
+
+    marker = tmp_path / "ran"
+    with pytest.raises(RuntimeError, match="only inside the sandbox"):
+        harness.run(f"open({str(marker)!r}, 'w').write('x')", "", None)
+    assert not marker.exists()
