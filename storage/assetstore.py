@@ -50,8 +50,7 @@ class AssetStore:
 
     def read_file(self, path: str) -> pa.Table:
         """One file that :meth:`files` listed."""
-        with self.store.open(path, "rb") as handle:
-            return pq.read_table(handle)
+        return self.store.read_table(path)
 
     def assets(self) -> list[str]:
         return self.store.listdir(self.store.root)

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import IO, Any
 
 import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ptfactory.home import is_local_url
 
-__all__ = ["Store", "atomic_write_text", "fsync_dir"]
+__all__ = ["Store", "atomic_write_text", "fsync_dir", "parquet_from_bytes"]
 
 
 def fsync_dir(path: str | Path) -> None:
@@ -50,6 +52,11 @@ def atomic_write_text(path: str | Path, text: str, mode: int = 0o644) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def parquet_from_bytes(data: bytes, columns: list[str] | None = None) -> pa.Table:
+    """A Parquet file held in memory, read from an Arrow buffer (never a Python file object)."""
+    return pq.read_table(pa.BufferReader(data), columns=columns)
 
 
 class Store:
@@ -84,6 +91,18 @@ class Store:
 
     def open(self, path: str, mode: str = "rb") -> IO[Any]:
         return self.fs.open(path, mode)  # type: ignore[no-any-return]
+
+    def read_table(self, path: str, columns: list[str] | None = None) -> pa.Table:
+        """One Parquet file, read without handing Arrow a Python file object.
+
+        Arrow's I/O threads read a Python file by calling back into Python; one still waiting for
+        the GIL when the interpreter exits is killed mid-C++ and aborts the process ("terminate
+        called without an active exception") after the command's work is done. Local files are
+        read natively; remote ones are fetched whole first (asset and shard files are bounded).
+        """
+        if self.local:
+            return pq.read_table(path, columns=columns)
+        return parquet_from_bytes(self.read_bytes(path), columns)
 
     def read_bytes(self, path: str) -> bytes:
         return bytes(self.fs.cat_file(path))

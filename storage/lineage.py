@@ -7,7 +7,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
-import pyarrow.parquet as pq
 
 from ptfactory.errors import DatasetRefError
 from ptfactory.storage.assetstore import AssetStore
@@ -44,7 +43,10 @@ def _resolve_id(sample_id: str, datasets: DatasetStore, assets: AssetStore) -> s
 
 def _scan(assets: AssetStore, path: str, expr: pc.Expression, columns: list[str] | None = None) -> pa.Table:
     """Rows of one stage output matching ``expr``; outputs without a sample_id column match nothing."""
-    dataset = pads.dataset(path, format="parquet", filesystem=assets.store.fs)
+    # local files through Arrow's own filesystem: an fsspec one is called back from Arrow's I/O
+    # threads, which can abort the process at exit (see Store.read_table)
+    filesystem = None if assets.store.local else assets.store.fs
+    dataset = pads.dataset(path, format="parquet", filesystem=filesystem)
     if "sample_id" not in dataset.schema.names:
         return pa.table({"sample_id": pa.array([], pa.string())})
     return dataset.to_table(filter=expr, columns=columns)
@@ -64,8 +66,7 @@ def lineage(sample_id: str, datasets: DatasetStore, assets: AssetStore) -> dict[
         place["split"] = split
         place["path"] = f"{directory}/{shard.file}"
         if record is None or place is placements[-1]:
-            with datasets.store.open(place["path"], "rb") as handle:
-                row = pq.read_table(handle).slice(place["row"], 1).to_pylist()
+            row = datasets.store.read_table(place["path"]).slice(place["row"], 1).to_pylist()
             record = row[0] if row else record
 
     stages: list[dict[str, Any]] = []

@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from ptfactory.errors import ShardIntegrityError, UserInputError
-from ptfactory.storage.fs import Store
+from ptfactory.storage.fs import Store, parquet_from_bytes
 from ptfactory.storage.manifest import MANIFEST_FILE, Manifest
 from ptfactory.storage.shards import PARQUET_OPTIONS, ShardInfo, copy_verified
 from ptfactory.storage.versions import DatasetStore
@@ -76,7 +76,7 @@ def _check_target(to: Path, manifest: Manifest, force: bool) -> None:
 
 
 def _projected(data: bytes, columns: list[str]) -> bytes:
-    table = pq.read_table(io.BytesIO(data), columns=columns)
+    table = parquet_from_bytes(data, columns)
     sink = io.BytesIO()
     pq.write_table(table, sink, **PARQUET_OPTIONS)
     return sink.getvalue()

@@ -154,5 +154,4 @@ def copy_verified(store: Store, directory: str, shard: ShardInfo, dest: IO[bytes
 
 
 def read_shard(store: Store, directory: str, shard: ShardInfo, columns: list[str] | None = None) -> pa.Table:
-    with store.open(store.path(directory, shard.file), "rb") as handle:
-        return pq.read_table(handle, columns=columns)
+    return store.read_table(store.path(directory, shard.file), columns)
