@@ -73,8 +73,9 @@ def unique_ids_check(table: pa.Table, asset: str) -> dg.AssetCheckResult:
     )
 
 
-def check_specs(asset: str, names: Iterable[str]) -> list[dg.AssetCheckSpec]:
-    return [dg.AssetCheckSpec(f"{asset}_{name}", asset=asset) for name in names]
+def check_specs(asset: str, names: Iterable[str], blocking: bool = False) -> list[dg.AssetCheckSpec]:
+    """``blocking``: a failed check stops the run (and whatever is downstream of ``asset``)."""
+    return [dg.AssetCheckSpec(f"{asset}_{name}", asset=asset, blocking=blocking) for name in names]
 
 
 def engine_metadata(

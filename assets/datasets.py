@@ -1,32 +1,53 @@
 """``sft_dataset``: publishes a new immutable version from every batch so far."""
 
+from typing import Any
+
 import dagster as dg
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ptfactory.annotators.judges.calibration import STATS_KEY, Calibration, calibrate
-from ptfactory.assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
+from ptfactory.assets.audit import AUDIT_CHECKS, publish_audit
+from ptfactory.assets.common import check_specs, counts_md, preview_md
 from ptfactory.assets.resources import FactoryResource
 from ptfactory.filters.dedup.core import compute_signatures
 from ptfactory.filters.dedup.minhash import SHINGLE_HASH, hash_library
 from ptfactory.storage.assemble import assemble_preference, assemble_sft
-from ptfactory.storage.manifest import Manifest
+from ptfactory.storage.retract import retracted
 from ptfactory.storage.schema import row_texts
-from ptfactory.storage.split import cluster_leaks, split_table
-from ptfactory.storage.versions import DatasetStore
-from ptfactory.training.templates import template_problems
+from ptfactory.storage.split import split_table
+from ptfactory.storage.versions import AuditFailed
 
 
-def _verified_check(datasets: DatasetStore, ref: str, asset: str) -> dg.AssetCheckResult:
-    try:
-        datasets.verify(ref)
-    except Exception as exc:
-        return dg.AssetCheckResult(
-            check_name=f"{asset}_shards_verified", passed=False, metadata={"error": str(exc)}
+def _describe(name: str, body: dict[str, Any]) -> str:
+    detail = ", ".join(f"{k}={v}" for k, v in body["detail"].items())
+    rows = f"; rows: {', '.join(body['rows'][:10])}" if body.get("rows") else ""
+    return f"{'passed' if body['passed'] else 'FAILED'} on the staged version: {detail}{rows}"
+
+
+def _check_results(
+    asset: str, checks: dict[str, Any], absent: str = "not run: not applicable to this version"
+) -> list[dg.AssetCheckResult]:
+    """The staged version's audit, as Dagster sees it (every check of the spec reported; one that
+    did not run says why)."""
+    results = []
+    for name in AUDIT_CHECKS:
+        body = checks.get(name) or {"passed": True, "detail": {"status": absent}, "rows": []}
+        metadata: dict[str, Any] = {
+            k: v if isinstance(v, int | float | str) else str(v) for k, v in body["detail"].items()
+        }
+        if body.get("rows"):
+            metadata["rows"] = ", ".join(body["rows"][:10])
+        results.append(
+            dg.AssetCheckResult(
+                check_name=f"{asset}_{name}",
+                passed=bool(body["passed"]),
+                description=_describe(name, body),
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata=metadata,
+            )
         )
-    return dg.AssetCheckResult(check_name=f"{asset}_shards_verified", passed=True)
-
-
-_CHECKS = ["schema_valid", "unique_ids", "shards_verified", "no_cluster_leak", "chat_template_renders"]
+    return results
 
 
 def _version_stats(table: pa.Table, splits: dict[str, pa.Table], price_per_mtok: float) -> dict[str, object]:
@@ -91,31 +112,6 @@ def _calibration_metadata(stats: dict[str, object]) -> dict[str, dg.MetadataValu
     return metadata
 
 
-def _leak_check(datasets: DatasetStore, manifest: Manifest, asset: str) -> dg.AssetCheckResult:
-    """No dedup cluster on both sides of the train/validation split."""
-    splits = {split: datasets.read(manifest.ref, split=split) for split in manifest.splits}
-    leaks = cluster_leaks(splits)
-    return dg.AssetCheckResult(
-        check_name=f"{asset}_no_cluster_leak",
-        passed=not leaks,
-        metadata={
-            "leaking_clusters": len(leaks),
-            "examples": ", ".join(leaks[:5]) or "none",
-            **{f"{split}_rows": t.num_rows for split, t in splits.items()},
-        },
-    )
-
-
-def _template_check(factory: FactoryResource, table: pa.Table, asset: str) -> dg.AssetCheckResult:
-    """Every row renders through the chat template with no empty turn and an end-of-turn token."""
-    problems = template_problems(table.to_pylist(), factory.chat_tokenizer())
-    return dg.AssetCheckResult(
-        check_name=f"{asset}_chat_template_renders",
-        passed=not problems,
-        metadata={"problems": "\n".join(problems) or "none"},
-    )
-
-
 def _index_published(factory: FactoryResource, table: pa.Table, name: str, version: int) -> int:
     """Later batches are deduplicated against what this version published."""
     settings = factory.config.dedup
@@ -137,6 +133,14 @@ def _publish(
     assembled = assemble_sft(curated) if kind == "sft" else assemble_preference(curated)
     datasets = factory.datasets()
     name = config.datasets.sft if kind == "sft" else config.datasets.preference
+    taken_out = retracted(datasets, name)
+    if taken_out:
+        # `ptf datasets retract` took these rows out of an earlier version: curation never brings them back
+        mask = taken_out.mask(assembled.table)
+        kept = assembled.table.filter(pc.invert(mask))
+        assembled.skipped["retracted"] = assembled.table.num_rows - kept.num_rows
+        assembled.table = kept
+        assembled.batches = sorted(set(kept.column("batch").to_pylist()))
     if assembled.table.num_rows == 0 and not datasets.versions(name):
         # nothing to publish yet (no pairs before experts label): no empty v1
         return dg.MaterializeResult(
@@ -144,10 +148,7 @@ def _publish(
                 "created": dg.MetadataValue.bool(False),
                 "left_out": counts_md(assembled.skipped, "reason"),
             },
-            check_results=[
-                dg.AssetCheckResult(check_name=f"{asset}_{check}", passed=True, metadata={"rows": 0})
-                for check in _CHECKS
-            ],
+            check_results=_check_results(asset, {}, absent="not run: nothing to publish yet"),
         )
     splits = split_table(assembled.table, config.datasets.validation_fraction)
     stats = _version_stats(assembled.table, splits, config.engines.generator.price_per_mtok)
@@ -157,16 +158,29 @@ def _publish(
         stats[STATS_KEY] = calibrate(
             curated, config.judging.calibration_min_labels, config.routing.accept_at
         ).to_stats()
-    result = datasets.publish(
-        name,
-        splits if len(splits) > 1 else splits["train"],  # one split: plain part-*.parquet shards
-        stats=stats,
-        kind=kind,
-        config_hash=config.config_hash(),
-        shard_rows=config.storage.shard_rows,
-        dagster_run_id=context.run.run_id,
-        batches=assembled.batches,
-    )
+    try:
+        result = datasets.publish(
+            name,
+            splits if len(splits) > 1 else splits["train"],  # one split: plain part-*.parquet shards
+            stats=stats,
+            kind=kind,
+            config_hash=config.config_hash(),
+            shard_rows=config.storage.shard_rows,
+            dagster_run_id=context.run.run_id,
+            batches=assembled.batches,
+            audit=publish_audit(factory),
+        )
+    except AuditFailed as refused:
+        # nothing published, no alias moved: the failed checks (blocking) stop the run here
+        context.log.error(str(refused))
+        return dg.MaterializeResult(
+            metadata={
+                "created": dg.MetadataValue.bool(False),
+                "refused": dg.MetadataValue.text(str(refused)),
+                "left_out": counts_md(assembled.skipped, "reason"),
+            },
+            check_results=_check_results(asset, {c.name: c.to_json() for c in refused.results}),
+        )
     manifest = result.manifest
     published = datasets.read(manifest.ref) if result.created else assembled.table
     indexed = (
@@ -190,20 +204,15 @@ def _publish(
             **_calibration_metadata(manifest.stats),
             "preview": preview_md(published),
         },
-        check_results=[
-            schema_check(published, asset),
-            unique_ids_check(published, asset),
-            _verified_check(datasets, manifest.ref, asset),
-            _leak_check(datasets, manifest, asset),
-            _template_check(factory, published, asset),
-        ],
+        # an unchanged republish reports the audit the existing version passed
+        check_results=_check_results(asset, manifest.checks),
     )
 
 
 @dg.asset(
     group_name="publish",
     kinds={"parquet"},
-    check_specs=check_specs("sft_dataset", _CHECKS),
+    check_specs=check_specs("sft_dataset", AUDIT_CHECKS, blocking=True),
 )
 def sft_dataset(
     context: dg.AssetExecutionContext,
@@ -221,7 +230,7 @@ def sft_dataset(
 @dg.asset(
     group_name="publish",
     kinds={"parquet"},
-    check_specs=check_specs("preference_dataset", _CHECKS),
+    check_specs=check_specs("preference_dataset", AUDIT_CHECKS, blocking=True),
 )
 def preference_dataset(
     context: dg.AssetExecutionContext,

@@ -17,6 +17,7 @@ from ptfactory.assets.partitions import batch_partitions
 from ptfactory.assets.resources import FactoryResource
 from ptfactory.assets.scoring import histogram_md
 from ptfactory.config import FactoryConfig, model_family
+from ptfactory.storage.audit import checks_metadata
 from ptfactory.storage.schema import prompt_of, response_of
 
 __all__ = ["judged_samples", "self_preference_warning"]
@@ -150,6 +151,15 @@ def judged_samples(
     for name in report.left_out:
         context.log.warning(f"judge {name!r} counted {report.counted_share[name]:.1%} of its votes: left out")
     total_votes = sum(j.stats.votes for j in panel.judges)
+    checks = [
+        schema_check(table, "judged_samples"),
+        unique_ids_check(table, "judged_samples"),
+        counted_check(report, panel.min_counted_share),
+    ]
+    # kept in the file too: publishing asks whether every batch of a version passed (offline)
+    table = table.replace_schema_metadata(
+        {**(table.schema.metadata or {}), **checks_metadata({c.check_name or "": c.passed for c in checks})}
+    )
     return dg.MaterializeResult(
         value=table,
         metadata={
@@ -189,9 +199,5 @@ def judged_samples(
             **pairwise_md(panel, table),
             "preview": preview_md(table),
         },
-        check_results=[
-            schema_check(table, "judged_samples"),
-            unique_ids_check(table, "judged_samples"),
-            counted_check(report, panel.min_counted_share),
-        ],
+        check_results=checks,
     )

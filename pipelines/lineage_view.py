@@ -63,6 +63,17 @@ def render_lineage(story: dict[str, Any], console: Console) -> None:
         console.print(where)
     else:
         console.print("[yellow]in no published version[/] (see the last decision above for why)")
+    for item in story.get("retractions") or []:
+        what = (
+            f"dropped from {item['dataset']}@v{item['version']} (v{item['from']} minus the retracted rows)"
+            if item["effect"] == "dropped"
+            else f"kept out of {item['dataset']} from v{item['version']} on"
+        )
+        console.print(
+            f"[bold red]retracted[/] {what}, by its {item['matched']}: {item.get('by')} at {item.get('at')}, "
+            f"reason: {item.get('reason')}",
+            highlight=False,
+        )
     if story["stages"]:
         stages = Table("asset", "partition", "last decision", title="stage outputs")
         for stage in story["stages"]:

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ptfactory.home import ptf_home
+from ptfactory.storage.audit import checks_from_metadata
 from ptfactory.storage.fs import Store
 from ptfactory.storage.shards import PARQUET_OPTIONS
 
@@ -51,6 +52,16 @@ class AssetStore:
     def read_file(self, path: str) -> pa.Table:
         """One file that :meth:`files` listed."""
         return self.store.read_table(path)
+
+    def recorded_checks(self, asset: str, partition: str | None = None) -> dict[str, bool] | None:
+        """The check outcomes ``asset`` recorded in its file for ``partition`` (see
+        ``storage.audit.checks_metadata``); None when the file is missing or recorded none."""
+        path = self.path(asset, partition)
+        if not self.store.exists(path):
+            return None
+        # the footer alone: a local file natively, a remote one fetched (never a Python file object)
+        source = path if self.store.local else pa.BufferReader(self.store.read_bytes(path))
+        return checks_from_metadata(pq.read_schema(source))
 
     def assets(self) -> list[str]:
         return self.store.listdir(self.store.root)

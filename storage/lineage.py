@@ -1,4 +1,5 @@
-"""``ptf lineage``: every version, shard and row holding a sample, and its trail through the stages."""
+"""``ptf lineage``: every version, shard and row holding a sample, its trail through the stages, and
+the retractions that took it out of a version (or keep it out)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pyarrow.dataset as pads
 
 from ptfactory.errors import DatasetRefError
 from ptfactory.storage.assetstore import AssetStore
+from ptfactory.storage.retract import retractions_of
 from ptfactory.storage.versions import DatasetStore
 
 __all__ = ["lineage"]
@@ -85,4 +87,13 @@ def lineage(sample_id: str, datasets: DatasetStore, assets: AssetStore) -> dict[
         raise DatasetRefError(
             f"sample {sample_id!r} is in no published version and no stage output under {assets.store.root}"
         )
-    return {"sample_id": sid, "versions": placements, "stages": stages, "record": record}
+    batches = {r["batch"] for r in [record, *(s["row"] for s in stages)] if r and r.get("batch")}
+    kind = (record or {}).get("kind")
+    retractions = retractions_of(datasets, sid, placements, batches, kind)
+    return {
+        "sample_id": sid,
+        "versions": placements,
+        "stages": stages,
+        "record": record,
+        "retractions": retractions,
+    }

@@ -39,6 +39,11 @@ class Manifest:
     splits: dict[str, list[str]] = field(default_factory=dict)  # split -> shard files
     stats: dict[str, Any] = field(default_factory=dict)
     created_at: str = ""
+    # the publish-time audit: check name -> {"passed", "blocking", "detail"} (run on the staged files)
+    checks: dict[str, Any] = field(default_factory=dict)
+    # set on a version made by `ptf datasets retract`: {"from", "batches", "sample_ids", "rows",
+    # "reason", "by", "at"}; later versions of the dataset never bring those rows back
+    retraction: dict[str, Any] | None = None
 
     @property
     def tag(self) -> str:
@@ -67,6 +72,8 @@ class Manifest:
             "dagster_run_id": self.dagster_run_id,
             "stats": self.stats,
             "created_at": self.created_at,
+            "checks": self.checks,
+            "retraction": self.retraction,
         }
         return json.dumps(body, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
 
@@ -91,6 +98,8 @@ class Manifest:
                 dagster_run_id=body.get("dagster_run_id"),
                 stats=dict(body.get("stats", {})),
                 created_at=body.get("created_at", ""),
+                checks=dict(body.get("checks") or {}),
+                retraction=body.get("retraction"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ShardIntegrityError(f"{where} is not a valid ptfactory manifest: {exc}") from exc

@@ -26,6 +26,7 @@ from filelock import FileLock
 
 from ptfactory.errors import DatasetRefError, PublishError, ShardIntegrityError
 from ptfactory.home import is_local_url, local_state_dir, ptf_home
+from ptfactory.storage.audit import Audit, AuditFailed, Staged, run_audit
 from ptfactory.storage.catalog import Catalog
 from ptfactory.storage.fs import Store
 from ptfactory.storage.manifest import MANIFEST_FILE, Manifest, render_card, schema_to_json
@@ -35,7 +36,7 @@ from ptfactory.storage.shards import ShardInfo, read_shard, verify_shard, write_
 from ptfactory.storage.stats import table_stats
 from ptfactory.version import code_version
 
-__all__ = ["DatasetStore", "PublishResult", "parse_ref"]
+__all__ = ["AuditFailed", "DatasetStore", "PublishResult", "parse_ref"]
 
 ALIASES_FILE = "aliases.json"
 
@@ -167,12 +168,18 @@ class DatasetStore:
         stats: Mapping[str, Any] | None = None,
         force: bool = False,
         sort_by: str = "sample_id",
+        audit: Audit | None = None,
+        retraction: Mapping[str, Any] | None = None,
     ) -> PublishResult:
         """Publish a new version; a no-op (``created=False``) when nothing changed, unless ``force``.
 
         ``splits`` is a table (one ``train`` split, shards ``part-*.parquet``) or a mapping of
         split name to table (shards ``<split>-*.parquet``). Rows are sorted by ``sort_by`` so
         the same rows always give the same bytes.
+
+        ``audit`` runs on the staged version (its shards read back and verified) before anything
+        is visible: a failing blocking check raises :class:`AuditFailed` and publishes nothing.
+        ``retraction`` is recorded in the manifest (see ``ptf datasets retract``).
         """
         check_name(name)
         named = {"train": splits} if isinstance(splits, pa.Table) else dict(splits)
@@ -201,6 +208,8 @@ class DatasetStore:
                 stats=dict(stats or {}),
                 force=force,
                 all_ids=all_ids,
+                audit=audit,
+                retraction=dict(retraction) if retraction else None,
             )
 
     def _publish_locked(
@@ -216,6 +225,8 @@ class DatasetStore:
         stats: dict[str, Any],
         force: bool,
         all_ids: pa.ChunkedArray,
+        audit: Audit | None,
+        retraction: dict[str, Any] | None,
     ) -> PublishResult:
         base = self.store.path(name)
         self._remove_stale_temps(base)
@@ -241,6 +252,12 @@ class DatasetStore:
             if parent is not None and not force and self._same_as(parent, shards, config_hash):
                 self.store.remove(work, recursive=True)
                 return PublishResult(parent, self.version_dir(name, parent.version), created=False)
+            staged = Staged(name, version, kind, tuple(sorted(set(batches))), {})
+            checks = (
+                run_audit(audit, self.store, work, staged, split_files=split_files, shards=shards)
+                if audit
+                else {}
+            )
             added, removed = self._diff(parent, all_ids)
             sorted_ids = {
                 split: pc.take(table.column("sample_id"), order).combine_chunks()
@@ -263,6 +280,8 @@ class DatasetStore:
                 splits=split_files,
                 stats={**table_stats({k: t for k, (t, _) in prepared.items()}), **stats},
                 created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                checks=checks,
+                retraction=retraction,
             )
             self.store.write_bytes_atomic(posixpath.join(work, "README.md"), render_card(manifest).encode())
             # The manifest goes last: on object stores its presence is what makes a version visible.
@@ -270,6 +289,10 @@ class DatasetStore:
             final = self.version_dir(name, version)
             if self.store.local:
                 self.store.rename_dir(work, final)
+        except AuditFailed:
+            # nothing of a refused version may stay where a reader's glob of vN/ would find it
+            self.store.remove(work, recursive=True)
+            raise
         except BaseException:
             if self.store.local:
                 self.store.remove(work, recursive=True)

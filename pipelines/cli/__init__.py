@@ -1,19 +1,20 @@
 """``ptf``: the factory's command line, one module per command group.
 
-=============  ===========================================================
-module         commands
-=============  ===========================================================
-``init``       ``ptf init``
-``run``        ``ptf run``
-``datasets``   ``ptf datasets list|show|tag|reindex``
-``pull``       ``ptf pull``, ``ptf lineage``
-``files``      ``ptf dedup``, ``ptf validate``
-``sandbox``    ``ptf sandbox build|run``
-``annotate``   ``ptf annotate up|down|status|adduser|push|pull``
-``train``      ``ptf train``
-``judge``      ``ptf judge``
-``ui``         ``ptf ui``, ``ptf doctor``
-=============  ===========================================================
+=================  ===========================================================
+module             commands
+=================  ===========================================================
+``init``           ``ptf init``
+``run``            ``ptf run``
+``datasets``       ``ptf datasets list|show|tag|reindex``
+``datasets_edit``  ``ptf datasets retract|diff|import``
+``pull``           ``ptf pull``, ``ptf lineage``
+``files``          ``ptf dedup``, ``ptf validate``
+``sandbox``        ``ptf sandbox build|run``
+``annotate``       ``ptf annotate up|down|status|adduser|push|pull``
+``train``          ``ptf train``
+``judge``          ``ptf judge``
+``ui``             ``ptf ui``, ``ptf doctor``
+=================  ===========================================================
 
 Exit codes: 0 ok, 1 failure, 2 bad input (a usage error or a :class:`UserInputError`).
 """
@@ -30,12 +31,24 @@ from ptfactory.pipelines.cli._app import app, err
 # The command modules register themselves on `app` when imported, in the order `ptf --help` lists
 # them (the groups datasets, sandbox and annotate come after the plain commands).
 # isort: off
-from ptfactory.pipelines.cli import init, run, datasets, pull, files, judge, sandbox, annotate, train, ui
+from ptfactory.pipelines.cli import (
+    init,
+    run,
+    datasets,
+    datasets_edit,
+    pull,
+    files,
+    judge,
+    sandbox,
+    annotate,
+    train,
+    ui,
+)
 # isort: on
 
 __all__ = ["app", "main"]
 
-_COMMANDS = (init, run, datasets, pull, files, judge, sandbox, annotate, train, ui)
+_COMMANDS = (init, run, datasets, datasets_edit, pull, files, judge, sandbox, annotate, train, ui)
 
 
 def _click_errors() -> tuple[type[BaseException], ...]:

@@ -55,7 +55,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 datasets_app = typer.Typer(
-    help="List, inspect, tag and reindex published dataset versions.", no_args_is_help=True
+    help="List, inspect, tag, diff and reindex published dataset versions; retract rows; import a table.",
+    no_args_is_help=True,
 )
 app.add_typer(datasets_app, name="datasets")
 sandbox_app = typer.Typer(help="The code sandbox: build its image, run a file in it.", no_args_is_help=True)

@@ -39,6 +39,9 @@ def run(
         print_json(outcome.__dict__)
     if not outcome.success:
         err.print(f"[red]run {outcome.run_id} failed[/]: " + "; ".join(outcome.errors))
+        for asset, meta in outcome.materializations.items():
+            if meta.get("refused"):  # a blocking publish check: which check, which rows
+                err.print(f"{asset}: {meta['refused']}", markup=False)
         raise typer.Exit(1)
     if not as_json:
         _print_summary(outcome)

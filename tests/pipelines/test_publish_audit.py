@@ -1,0 +1,118 @@
+"""Write–audit–publish through Dagster: a version that leaks across its split, or that holds a
+batch whose judged_samples checks failed, is refused by a blocking check while staged, and
+nothing is published; a clean one publishes with its audit in the manifest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+
+from ptfactory.assets.datasets import sft_dataset
+from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.pipelines.annotate import _failed
+from ptfactory.storage.assetstore import AssetStore
+from ptfactory.storage.audit import checks_metadata
+from ptfactory.storage.retract import retract
+from ptfactory.storage.split import split_table
+from ptfactory.storage.versions import DatasetStore
+from tests.filters.test_leaks import QUESTIONS, _table
+
+
+def _materialize(home: Path, config: Path) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        # curated_samples as written by the test, read through the factory's IO manager
+        [dg.SourceAsset("curated_samples", io_manager_key="samples_io"), sft_dataset],
+        instance=dg.DagsterInstance.ephemeral(),
+        resources={
+            "factory": FactoryResource(home=str(home), config_path=str(config)),
+            "samples_io": SampleIOManager(home=str(home)),
+        },
+        raise_on_error=False,
+    )
+
+
+def _checks(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def test_leaks_and_failed_batches_are_refused_while_staged(
+    home: Path, tmp_path: Path, tiny_model: Path
+) -> None:
+    config = tmp_path / "factory.yaml"
+    config.write_text(
+        f"engines:\n  generator: {{model: {tiny_model}}}\n"
+        "dedup: {threshold: 0.7}\ndatasets: {validation_fraction: 0.5}\n"
+    )
+    clean = _table(list(QUESTIONS.values()), "b1")
+    # near copies from another batch: the split keys them by their own ids, so some land across
+    copies = _table([f"{q}| Thanks." for q in QUESTIONS.values()], "b2")
+    leaky = pa.concat_tables([clean, copies])
+    sides = split_table(leaky, 0.5)
+    assert {"train", "validation"} <= set(sides)  # the premise: the copies straddle the split
+    assets = AssetStore(str(home))
+    assets.write("curated_samples", leaky)
+
+    refused = _materialize(home, config)
+    assert not refused.success
+    assert "sft_dataset_no_split_leak" in _failed(refused)
+    leak = _checks(refused)["sft_dataset_no_split_leak"]
+    assert not leak.passed and leak.metadata["leaking_pairs"].value > 0
+    assert leak.metadata["rows"].value  # names validation rows at fault
+    assert _checks(refused)["sft_dataset_schema_valid"].passed
+    store = DatasetStore(str(home))
+    assert store.versions("sft") == [] and not list((home / "datasets").rglob("*.parquet"))
+
+    # without the copies, but b1's judged_samples recorded a failed schema check: still refused
+    assets.write("curated_samples", clean)
+    judged = clean.replace_schema_metadata(
+        checks_metadata({"judged_samples_schema_valid": False, "judged_samples_judges_counted": True})
+    )
+    assets.write("judged_samples", judged, "b1")
+    refused = _materialize(home, config)
+    assert not refused.success
+    batches = _checks(refused)["sft_dataset_judged_samples_passed"]
+    assert not batches.passed and "b1: judged_samples_schema_valid" in batches.metadata["failed"].value
+    assert store.versions("sft") == []
+
+    # a judge left out (judges_counted failed) does not stop publishing
+    assets.write(
+        "judged_samples",
+        clean.replace_schema_metadata(
+            checks_metadata({"judged_samples_schema_valid": True, "judged_samples_judges_counted": False})
+        ),
+        "b1",
+    )
+    published = _materialize(home, config)
+    assert published.success
+    assert all(e.passed for e in _checks(published).values())
+    manifest = store.resolve("sft@latest")
+    assert manifest.version == 1
+    assert {"shards_verified", "no_split_leak", "chat_template_renders", "judged_samples_passed"} <= set(
+        manifest.checks
+    )
+    assert all(c["passed"] for c in manifest.checks.values())
+
+
+def test_curation_never_brings_retracted_rows_back(home: Path, tmp_path: Path, tiny_model: Path) -> None:
+    config = tmp_path / "factory.yaml"
+    config.write_text(f"engines:\n  generator: {{model: {tiny_model}}}\n")
+    questions = list(QUESTIONS.values())
+    b1, b2 = _table(questions[:4], "b1"), _table(questions[4:7], "b2")
+    assets = AssetStore(str(home))
+    assets.write("curated_samples", pa.concat_tables([b1, b2]))
+    assert _materialize(home, config).success
+    store = DatasetStore(str(home))
+    retract(store, "sft@v1", ["b2"], [], reason="bad annotator", by="carol")
+    assert store.resolve("sft@latest").rows == 4
+
+    # a new batch arrives; curated_samples still holds b2 (curation reads every batch so far)
+    b3 = _table(questions[7:], "b3")
+    assets.write("curated_samples", pa.concat_tables([b1, b2, b3]))
+    result = _materialize(home, config)
+    assert result.success
+    latest = store.resolve("sft@latest")
+    assert (latest.version, latest.batches, latest.rows) == (3, ["b1", "b3"], 4 + b3.num_rows)
+    meta = result.asset_materializations_for_node("sft_dataset")[0].metadata
+    assert "| retracted | 3 |" in meta["left_out"].value
