@@ -1,14 +1,19 @@
 """``human_labels_sensor``: what experts do in Label Studio flows back without anyone asking.
 
-Every 30 s an evaluation first pushes routed rows that never reached Label Studio (it was down when
+Every ``annotation.curation_interval_s`` (30 s by default) an evaluation first pushes routed rows that never reached Label Studio (it was down when
 their batch was routed), so the review queue catches up by itself once the server is back; then it
 pulls annotations touched since the ledger's watermark (incremental, page by page, each page
 committed with its watermark), and when the log grew it requests a run that
 materializes ``human_labels`` → ``curated_samples`` → the datasets. The sensor's cursor is the
-log's last sequence number, so a restarted daemon neither misses nor repeats a run.
+log's last sequence number, so a restarted daemon neither misses nor repeats a run. One
+evaluation requests at most one run, so labels arriving in a burst start one curation run per
+interval, not one per label (the debounce).
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import dagster as dg
 
@@ -16,7 +21,9 @@ from ptfactory.annotators.labelstudio.client import LabelStudioClient
 from ptfactory.annotators.labelstudio.ledger import Ledger
 from ptfactory.annotators.labelstudio.sync import pull, push, review_rows
 from ptfactory.assets.resources import FactoryResource
+from ptfactory.config import AnnotationSection, load_config
 from ptfactory.errors import AnnotationError
+from ptfactory.home import project_root
 from ptfactory.pipelines.jobs import CURATION_JOB
 from ptfactory.storage.assetstore import AssetStore
 
@@ -73,14 +80,34 @@ def evaluate(
     )
 
 
-@dg.sensor(
-    name=SENSOR_NAME,
-    job_name=CURATION_JOB,
-    minimum_interval_seconds=30,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Pulls new and changed Label Studio annotations; re-curates when the log grew.",
-)
-def human_labels_sensor(
-    context: dg.SensorEvaluationContext, factory: FactoryResource
-) -> dg.SensorResult | dg.SkipReason:
-    return evaluate(context, factory)
+def configured_interval() -> int:
+    """``annotation.curation_interval_s`` of the project's factory.yaml (``$PTF_CONFIG``), read when
+    the definitions load (Dagster fixes a sensor's interval then); the default without one."""
+    path = Path(os.environ.get("PTF_CONFIG", "factory.yaml"))
+    if not path.is_absolute():
+        path = project_root() / path
+    if not path.exists():
+        return AnnotationSection().curation_interval_s
+    return load_config(path).annotation.curation_interval_s
+
+
+def build_label_sensor(interval_s: int) -> dg.SensorDefinition:
+    @dg.sensor(
+        name=SENSOR_NAME,
+        job_name=CURATION_JOB,
+        minimum_interval_seconds=interval_s,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=(
+            f"Every {interval_s} s: pulls new and changed Label Studio annotations; re-curates (one run at "
+            "most) when the log grew."
+        ),
+    )
+    def human_labels_sensor(
+        context: dg.SensorEvaluationContext, factory: FactoryResource
+    ) -> dg.SensorResult | dg.SkipReason:
+        return evaluate(context, factory)
+
+    return human_labels_sensor
+
+
+human_labels_sensor = build_label_sensor(configured_interval())

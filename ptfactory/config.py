@@ -271,6 +271,12 @@ class AnnotationSection(Section):
     project_prefix: str = Field("ptf review", min_length=1, description="project title: '<prefix>: <queue>'")
     push_batch: int = Field(200, gt=0, description="tasks per import request")
     pull_page: int = Field(100, gt=0, le=1000, description="tasks per page when pulling annotations")
+    curation_interval_s: int = Field(
+        30,
+        ge=5,
+        le=86_400,
+        description="the label sensor's interval: it pulls and starts at most one curation run per interval",
+    )
 
 
 class FactoryConfig(Section):
