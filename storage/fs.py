@@ -1,8 +1,11 @@
 """A thin layer over fsspec: one root URL, atomic writes, durable local renames.
 
 Local paths get real atomicity (write to a temp name, fsync, ``os.replace``, fsync
-the directory). Object stores have no rename, so there a version becomes visible
-only when its ``manifest.json`` is written, last (see storage.versions).
+the directory). Object stores have no rename: an object appears whole when its upload
+completes, a failed upload is discarded (never completed by ``close()``), and a version
+becomes visible only when its ``manifest.json`` is created, last (see storage.commit).
+Listings on object stores are never served from fsspec's cache: another machine may have
+written since.
 """
 
 from __future__ import annotations
@@ -74,10 +77,27 @@ class Store:
     def __repr__(self) -> str:
         return f"Store({self.root!r})"
 
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        """The fsspec protocol names of the store (``("s3", "s3a")``, ``("memory",)``, ...)."""
+        protocol = self.fs.protocol
+        return (protocol,) if isinstance(protocol, str) else tuple(protocol)
+
     def path(self, *parts: str) -> str:
-        return posixpath.join(self.root, *parts) if parts else self.root
+        """A path under the root; a first part that is already a full path (a URL, or absolute) is kept."""
+        if not parts:
+            return self.root
+        if "://" in parts[0]:
+            return posixpath.join(*parts)
+        return posixpath.join(self.root, *parts)
+
+    def fresh(self, path: str) -> None:
+        """Forget what fsspec cached about ``path``: on a shared store another writer may have changed it."""
+        if not self.local:
+            self.fs.invalidate_cache(path)
 
     def exists(self, path: str) -> bool:
+        self.fresh(path)
         return bool(self.fs.exists(path))
 
     def makedirs(self, path: str) -> None:
@@ -88,6 +108,14 @@ class Store:
         if not self.exists(path):
             return []
         return sorted(posixpath.basename(p.rstrip("/")) for p in self.fs.ls(path, detail=False))
+
+    def find(self, path: str) -> list[str]:
+        """Every file below ``path``, relative to it; on object stores one recursive listing, fresh."""
+        self.fresh(path)
+        if not self.fs.exists(path):
+            return []
+        root = self.fs._strip_protocol(path).rstrip("/") + "/"
+        return sorted(p[len(root) :] for p in self.fs.find(path) if p.startswith(root))
 
     def open(self, path: str, mode: str = "rb") -> IO[Any]:
         return self.fs.open(path, mode)  # type: ignore[no-any-return]
@@ -129,9 +157,7 @@ class Store:
         parent = posixpath.dirname(path)
         self.makedirs(parent)
         if not self.local:
-            # Object-store writes are all-or-nothing per object already.
-            with self.fs.open(path, "wb") as handle:
-                yield handle
+            yield from self._object_writer(path)
             return
         tmp = posixpath.join(parent, f".tmp-{uuid.uuid4().hex}-{posixpath.basename(path)}")
         try:
@@ -146,6 +172,22 @@ class Store:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+    def _object_writer(self, path: str) -> Iterator[IO[bytes]]:
+        # An object appears when its upload completes, whole. A file object's close() completes the
+        # upload, so on an error the upload is discarded instead (an abandoned multipart upload is
+        # aborted), never closed: a failed write leaves the old object or none, never a part.
+        handle = self.fs.open(path, "wb")
+        try:
+            yield handle
+        except BaseException:
+            discard = getattr(handle, "discard", None)
+            if callable(discard):
+                discard()
+            if "memory" in self.protocols:
+                self.fs.rm_file(path)  # memory:// files exist from open() on
+            raise
+        handle.close()
 
     def rename_dir(self, src: str, dst: str) -> None:
         """Atomically move a directory into place; fails if ``dst`` exists (local only)."""

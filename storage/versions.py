@@ -3,9 +3,10 @@
 A version is published atomically: shards, ``manifest.json`` and the dataset card are
 written into a hidden temp directory, fsynced, and renamed to ``v<N>`` in one step;
 the catalog row comes last. A crash at any point leaves either no version or a
-whole one. Object stores (no rename) write in place and make the version visible
-by writing ``manifest.json`` last. Aliases (``stable``) are a small JSON file per
-dataset, moved under the same lock.
+whole one. Object stores have no rename: there shards are staged under a unique
+prefix, ``v<N>`` is claimed with a conditional create, the shards are copied in and
+``manifest.json`` is created last, conditionally (``storage.commit``). Aliases
+(``stable``) are a small JSON file per dataset, moved under the same lock.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import json
 import posixpath
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,28 +24,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from filelock import FileLock
 
-from ptfactory.errors import DatasetRefError, PublishError, ShardIntegrityError
+from ptfactory.errors import DatasetRefError, ShardIntegrityError
 from ptfactory.home import is_local_url, local_state_dir, ptf_home
-from ptfactory.storage.audit import Audit, AuditFailed, Staged, run_audit
+from ptfactory.storage.audit import Audit, AuditFailed
 from ptfactory.storage.catalog import Catalog
+from ptfactory.storage.commit import publish_to_object_store
 from ptfactory.storage.fs import Store
-from ptfactory.storage.manifest import MANIFEST_FILE, Manifest, render_card, schema_to_json
-from ptfactory.storage.refs import NAME_RE, VERSION_RE, check_name, parse_ref
-from ptfactory.storage.schema import conform, validate_table
-from ptfactory.storage.shards import ShardInfo, read_shard, verify_shard, write_shards
-from ptfactory.storage.stats import table_stats
-from ptfactory.version import code_version
+from ptfactory.storage.manifest import MANIFEST_FILE, Manifest, render_card
+from ptfactory.storage.refs import NAME_RE, VERSION_RE, parse_ref
+from ptfactory.storage.shards import read_shard, verify_shard
+from ptfactory.storage.staging import (
+    PublishRequest,
+    PublishResult,
+    audit_staged,
+    build_manifest,
+    same_as,
+    write_splits,
+)
 
 __all__ = ["AuditFailed", "DatasetStore", "PublishResult", "parse_ref"]
 
 ALIASES_FILE = "aliases.json"
-
-
-@dataclass(frozen=True)
-class PublishResult:
-    manifest: Manifest
-    path: str
-    created: bool  # False when the rows and config equal the latest version's: nothing new published
 
 
 class DatasetStore:
@@ -69,6 +68,11 @@ class DatasetStore:
 
     def versions(self, name: str) -> list[int]:
         """Published versions, ascending: directories ``v<N>`` that hold a manifest."""
+        if not self.store.local:  # one listing, not a request per version
+            held = (e.split("/") for e in self.store.find(self.store.path(name)))
+            return sorted(
+                int(m.group(1)) for e in held if e[1:] == [MANIFEST_FILE] and (m := VERSION_RE.match(e[0]))
+            )
         found = []
         for entry in self.store.listdir(self.store.path(name)):
             match = VERSION_RE.match(entry)
@@ -180,124 +184,65 @@ class DatasetStore:
         ``audit`` runs on the staged version (its shards read back and verified) before anything
         is visible: a failing blocking check raises :class:`AuditFailed` and publishes nothing.
         ``retraction`` is recorded in the manifest (see ``ptf datasets retract``).
+
+        On an object store the version is staged, claimed and committed with conditional creates
+        (``storage.commit``), so publishers on many machines never share a version number.
         """
-        check_name(name)
-        named = {"train": splits} if isinstance(splits, pa.Table) else dict(splits)
-        prepared: dict[str, tuple[pa.Table, pa.Array]] = {}
-        for split, given in named.items():
-            table = conform(given)
-            validate_table(table)
-            # Sorted row order, applied shard by shard while writing (no full copy of the table).
-            prepared[split] = (table, pc.sort_indices(table, [(sort_by, "ascending")]))
-        all_ids = pa.chunked_array(
-            [pc.take(t.column("sample_id"), order).combine_chunks() for t, order in prepared.values()],
-            pa.string(),
+        request = PublishRequest.prepare(
+            name,
+            splits,
+            kind=kind,
+            config_hash=config_hash,
+            shard_rows=shard_rows,
+            dagster_run_id=dagster_run_id,
+            batches=batches,
+            stats=stats,
+            force=force,
+            sort_by=sort_by,
+            audit=audit,
+            retraction=retraction,
         )
-        if pc.count_distinct(all_ids).as_py() != len(all_ids):
-            raise PublishError(f"{name}: a sample_id appears in more than one split")
-
+        if not self.store.local:
+            return publish_to_object_store(self, request)
         with self._lock(name):
-            return self._publish_locked(
-                name,
-                prepared,
-                kind=kind,
-                config_hash=config_hash,
-                shard_rows=shard_rows,
-                dagster_run_id=dagster_run_id,
-                batches=batches or [],
-                stats=dict(stats or {}),
-                force=force,
-                all_ids=all_ids,
-                audit=audit,
-                retraction=dict(retraction) if retraction else None,
-            )
+            return self._publish_local(request)
 
-    def _publish_locked(
-        self,
-        name: str,
-        prepared: dict[str, tuple[pa.Table, pa.Array]],
-        *,
-        kind: str,
-        config_hash: str,
-        shard_rows: int,
-        dagster_run_id: str | None,
-        batches: list[str],
-        stats: dict[str, Any],
-        force: bool,
-        all_ids: pa.ChunkedArray,
-        audit: Audit | None,
-        retraction: dict[str, Any] | None,
-    ) -> PublishResult:
+    def _publish_local(self, request: PublishRequest) -> PublishResult:
+        name = request.name
         base = self.store.path(name)
         self._remove_stale_temps(base)
         existing = self.versions(name)
         version = (existing[-1] + 1) if existing else 1
         parent = self.manifest(name, existing[-1]) if existing else None
-        single = list(prepared) == ["train"]
-        work = (
-            posixpath.join(base, f".tmp-v{version}-{uuid.uuid4().hex[:8]}")
-            if self.store.local
-            else self.version_dir(name, version)
-        )
+        work = posixpath.join(base, f".tmp-v{version}-{uuid.uuid4().hex[:8]}")
         self.store.makedirs(work)
         try:
-            shards: list[ShardInfo] = []
-            split_files: dict[str, list[str]] = {}
-            for split, (table, order) in prepared.items():
-                written = write_shards(
-                    table, self.store, work, shard_rows, prefix="part" if single else split, order=order
-                )
-                shards.extend(written)
-                split_files[split] = [s.file for s in written]
-            if parent is not None and not force and self._same_as(parent, shards, config_hash):
+            shards, split_files = write_splits(request, self.store, work)
+            if parent is not None and not request.force and same_as(parent, shards, request.config_hash):
                 self.store.remove(work, recursive=True)
                 return PublishResult(parent, self.version_dir(name, parent.version), created=False)
-            staged = Staged(name, version, kind, tuple(sorted(set(batches))), {})
-            checks = (
-                run_audit(audit, self.store, work, staged, split_files=split_files, shards=shards)
-                if audit
-                else {}
+            checks = audit_staged(
+                request, self.store, work, version=version, shards=shards, split_files=split_files
             )
-            added, removed = self._diff(parent, all_ids)
-            sorted_ids = {
-                split: pc.take(table.column("sample_id"), order).combine_chunks()
-                for split, (table, order) in prepared.items()
-            }
-            manifest = Manifest(
-                name=name,
-                version=version,
-                parent=parent.version if parent else None,
-                kind=kind,
-                rows=len(all_ids),
+            added_removed = self._diff(parent, request.all_ids)
+            manifest = build_manifest(
+                request,
+                version,
+                parent,
                 shards=shards,
-                schema=schema_to_json(next(iter(prepared.values()))[0].schema),
-                code_version=code_version(),
-                config_hash=config_hash,
-                dagster_run_id=dagster_run_id,
-                batches=sorted(set(batches)),
-                rows_added=added,
-                rows_removed=removed,
-                splits=split_files,
-                stats={**table_stats({k: t for k, (t, _) in prepared.items()}), **stats},
-                created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                split_files=split_files,
                 checks=checks,
-                retraction=retraction,
+                added_removed=added_removed,
             )
             self.store.write_bytes_atomic(posixpath.join(work, "README.md"), render_card(manifest).encode())
-            # The manifest goes last: on object stores its presence is what makes a version visible.
             self.store.write_bytes_atomic(posixpath.join(work, MANIFEST_FILE), manifest.to_json().encode())
             final = self.version_dir(name, version)
-            if self.store.local:
-                self.store.rename_dir(work, final)
-        except AuditFailed:
-            # nothing of a refused version may stay where a reader's glob of vN/ would find it
+            self.store.rename_dir(work, final)
+        except BaseException:
+            # a refused audit or a failed write: nothing of the version may stay where a glob finds it
             self.store.remove(work, recursive=True)
             raise
-        except BaseException:
-            if self.store.local:
-                self.store.remove(work, recursive=True)
-            raise
-        self._register(manifest, final, sorted_ids)
+        self._register(manifest, final, request.sorted_ids())
         return PublishResult(manifest, final, created=True)
 
     def _remove_stale_temps(self, base: str) -> None:
@@ -306,15 +251,13 @@ class DatasetStore:
             if entry.startswith(".tmp-"):
                 self.store.remove(posixpath.join(base, entry), recursive=True)
 
-    def _same_as(self, parent: Manifest, shards: list[ShardInfo], config_hash: str) -> bool:
-        return parent.config_hash == config_hash and [(s.file, s.sha256) for s in parent.shards] == [
-            (s.file, s.sha256) for s in shards
-        ]
-
     def _diff(self, parent: Manifest | None, ids: pa.ChunkedArray) -> tuple[int, int]:
         if parent is None:
             return len(ids), 0
-        old = self.read(f"{parent.name}@v{parent.version}", columns=["sample_id"]).column("sample_id")
+        directory = self.version_dir(parent.name, parent.version)  # the manifest is in hand: no resolve
+        old = pa.concat_tables(
+            [read_shard(self.store, directory, shard, ["sample_id"]) for shard in parent.shards]
+        ).column("sample_id")
         added = int(pc.sum(pc.invert(pc.is_in(ids, value_set=old.combine_chunks()))).as_py() or 0)
         removed = int(pc.sum(pc.invert(pc.is_in(old, value_set=ids.combine_chunks()))).as_py() or 0)
         return added, removed

@@ -7,6 +7,7 @@ module             commands
 ``run``            ``ptf run``
 ``datasets``       ``ptf datasets list|show|tag|reindex``
 ``datasets_edit``  ``ptf datasets retract|diff|import``
+``datasets_gc``    ``ptf datasets gc``
 ``pull``           ``ptf pull``, ``ptf lineage``
 ``files``          ``ptf dedup``, ``ptf validate``
 ``sandbox``        ``ptf sandbox build|run``
@@ -36,6 +37,7 @@ from ptfactory.pipelines.cli import (
     run,
     datasets,
     datasets_edit,
+    datasets_gc,
     pull,
     files,
     judge,
@@ -48,7 +50,20 @@ from ptfactory.pipelines.cli import (
 
 __all__ = ["app", "main"]
 
-_COMMANDS = (init, run, datasets, datasets_edit, pull, files, judge, sandbox, annotate, train, ui)
+_COMMANDS = (
+    init,
+    run,
+    datasets,
+    datasets_edit,
+    datasets_gc,
+    pull,
+    files,
+    judge,
+    sandbox,
+    annotate,
+    train,
+    ui,
+)
 
 
 def _click_errors() -> tuple[type[BaseException], ...]:

@@ -1,0 +1,398 @@
+"""Publishing on object storage, against a real S3 API server (moto, 127.0.0.1): conditional commits,
+racing publishers, a publisher killed mid-publish, a reader during a commit, pull and load_dataset.
+
+Children are separate processes (spawned), each with its own local state folder, like two machines.
+They stop at named points through the test seam ``PTF_TEST_PUBLISH_SEAM`` (storage.commit.seam).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+import pytest
+import yaml
+
+from ptfactory.errors import PublishError
+from ptfactory.storage.audit import Audit, AuditFailed, CheckResult, Staged
+from ptfactory.storage.commit import SEAM_ENV
+from ptfactory.storage.fs import parquet_from_bytes
+from ptfactory.storage.gc import collect_garbage, parse_grace
+from ptfactory.storage.manifest import Manifest
+from ptfactory.storage.versions import DatasetStore
+from tests.conftest import PTF, make_rows
+from tests.storage.conftest import keys, s3_client
+
+pytestmark = pytest.mark.integration
+
+_SPAWN = multiprocessing.get_context("spawn")
+_WAIT_S = 60.0
+
+
+def _table(tag: int, rows: int = 6) -> pa.Table:
+    return make_rows(rows, batch=f"b{tag}", start=tag * 1000)
+
+
+def _splits(tag: int) -> dict[str, pa.Table]:
+    return {"train": make_rows(6, start=tag * 1000), "validation": make_rows(3, start=tag * 1000 + 500)}
+
+
+def _ids(table: pa.Table) -> set[str]:
+    return set(table.column("sample_id").to_pylist())
+
+
+def _seam(point: str, folder: Path, **extra: Any) -> str:
+    return json.dumps({"point": point, "dir": str(folder), **extra})
+
+
+def _wait_for(condition: Any, what: str, child: Any = None) -> None:
+    deadline = time.monotonic() + _WAIT_S
+    while not condition():
+        if child is not None and not child.is_alive():
+            raise AssertionError(f"the publisher exited ({child.exitcode}) before {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _assert_committed_versions_whole(home: str, name: str) -> dict[int, tuple[Manifest, set[str]]]:
+    """Every committed vN/ holds exactly its manifest's shards (sha256 and rows as recorded), the card
+    and the manifest; returns each version's manifest and sample ids. An uncommitted vN/ (no manifest)
+    is not a version."""
+    store = DatasetStore(home)
+    fs = fsspec.filesystem("s3")
+    held: dict[str, set[str]] = {}
+    for key in keys(home, f"datasets/{name}/v"):
+        folder, _, file = key.removeprefix(f"datasets/{name}/").partition("/")
+        held.setdefault(folder, set()).add(file)
+    found = {}
+    for version in store.versions(name):
+        manifest = store.manifest(name, version)
+        assert held[f"v{version}"] == {s.file for s in manifest.shards} | {"README.md", "manifest.json"}
+        ids: set[str] = set()
+        for shard in manifest.shards:
+            data = fs.cat_file(f"{home}/datasets/{name}/v{version}/{shard.file}")
+            assert (hashlib.sha256(data).hexdigest(), len(data)) == (shard.sha256, shard.bytes)
+            table = parquet_from_bytes(data)
+            assert table.num_rows == shard.rows
+            ids |= _ids(table)
+        assert len(ids) == manifest.rows
+        found[version] = (manifest, ids)
+    return found
+
+
+def test_the_server_honours_conditional_creates(s3_endpoint: str) -> None:
+    """What every commit here rests on: a second PutObject with If-None-Match: * of a key fails (412)."""
+    import botocore.exceptions
+
+    client, bucket = s3_client(), f"ptf-conditional-{os.getpid()}"
+    client.create_bucket(Bucket=bucket)
+    client.put_object(Bucket=bucket, Key="k", Body=b"first", IfNoneMatch="*")
+    with pytest.raises(botocore.exceptions.ClientError) as caught:
+        client.put_object(Bucket=bucket, Key="k", Body=b"second", IfNoneMatch="*")
+    assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert caught.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"first"
+
+
+def test_publish_stages_claims_and_commits_with_nothing_left_over(s3_home: str) -> None:
+    store = DatasetStore()
+    first = store.publish("sft", _splits(1), kind="sft", config_hash="c1", shard_rows=3)
+    assert first.path == f"{s3_home}/datasets/sft/v1"
+    assert keys(s3_home) == [
+        "datasets/sft/.claims/v1.json",
+        "datasets/sft/v1/README.md",
+        "datasets/sft/v1/manifest.json",
+        "datasets/sft/v1/train-00000.parquet",
+        "datasets/sft/v1/train-00001.parquet",
+        "datasets/sft/v1/validation-00000.parquet",
+    ]
+    claim = json.loads(fsspec.filesystem("s3").cat_file(f"{s3_home}/datasets/sft/.claims/v1.json"))
+    assert {"attempt", "host", "pid", "at", "version"} <= set(claim)
+    assert store.publish("sft", _splits(1), kind="sft", config_hash="c1", shard_rows=3).created is False
+    second = store.publish("sft", _splits(2), kind="sft", config_hash="c2", shard_rows=3)
+    assert (second.manifest.version, second.manifest.parent) == (2, 1)
+    assert (second.manifest.rows_added, second.manifest.rows_removed) == (9, 9)
+    assert not keys(s3_home, "datasets/sft/.staging")
+    _assert_committed_versions_whole(s3_home, "sft")
+    assert store.read("sft@latest", split="validation").num_rows == 3
+
+
+def test_a_failed_publish_or_a_refused_audit_leaves_nothing(
+    s3_home: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DatasetStore()
+    store.publish("sft", _table(1), kind="sft", config_hash="c1", shard_rows=3)
+    before = keys(s3_home)
+
+    def refuse(staged: Staged) -> CheckResult:
+        return CheckResult("always_refuses", False, detail={"rows": staged.table.num_rows})
+
+    with pytest.raises(AuditFailed, match="always_refuses"):
+        store.publish("sft", _table(2), kind="sft", config_hash="c2", shard_rows=3, audit=Audit([refuse]))
+    assert keys(s3_home) == before
+    # an exception after the claim, with one shard already copied into v2/
+    monkeypatch.setenv(SEAM_ENV, _seam("copied:1", tmp_path / "seam", **{"raise": True}))
+    with pytest.raises(PublishError, match="on purpose at copied:1"):
+        store.publish("sft", _table(2), kind="sft", config_hash="c2", shard_rows=3)
+    assert keys(s3_home) == before  # no staging, no partial v2/, no claim
+    monkeypatch.delenv(SEAM_ENV)
+    assert store.publish("sft", _table(2), kind="sft", config_hash="c2", shard_rows=3).manifest.version == 2
+
+
+def _race_worker(home: str, state: str, worker: int, rounds: int, barriers: str) -> None:
+    os.chdir(state)  # its own local state (catalog): another machine
+    from ptfactory.storage.commit import SEAM_ENV
+    from ptfactory.storage.versions import DatasetStore
+    from tests.conftest import make_rows
+
+    store = DatasetStore(home)
+    results = []
+    for round_ in range(rounds):
+        os.environ[SEAM_ENV] = json.dumps({"point": "staged", "dir": f"{barriers}/{round_}", "parties": 2})
+        table = make_rows(6, batch=f"r{round_}", start=(round_ * 2 + worker) * 100)
+        result = store.publish("race", table, kind="sft", config_hash=f"r{round_}w{worker}", shard_rows=3)
+        results.append({"round": round_, "version": result.manifest.version, "config": f"r{round_}w{worker}"})
+    Path(state, "results.json").write_text(json.dumps(results))
+
+
+def test_two_publishers_racing_for_each_version_get_one_each(s3_home: str, tmp_path: Path) -> None:
+    """20 rounds: both publishers stage, meet at a barrier, then claim the same next number; exactly
+    one wins it, the other takes the next, and every version is whole."""
+    rounds = 20
+    children = []
+    for worker in (0, 1):
+        state = tmp_path / f"machine-{worker}"
+        state.mkdir()
+        args = (s3_home, str(state), worker, rounds, str(tmp_path / "barriers"))
+        children.append(_SPAWN.Process(target=_race_worker, args=args))
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(150)
+        assert child.exitcode == 0
+    results = [
+        r for w in (0, 1) for r in json.loads((tmp_path / f"machine-{w}" / "results.json").read_text())
+    ]
+    versions = sorted(r["version"] for r in results)
+    assert versions == list(range(1, 2 * rounds + 1))  # distinct: no version given to both
+    for round_ in range(rounds):  # the barrier made each round a real race for the same number
+        assert sorted(r["version"] for r in results if r["round"] == round_) == [
+            2 * round_ + 1,
+            2 * round_ + 2,
+        ]
+    committed = _assert_committed_versions_whole(s3_home, "race")
+    assert sorted(committed) == versions
+    for r in results:  # each version holds what the publisher that got it published
+        manifest, ids = committed[r["version"]]
+        assert manifest.config_hash == r["config"]
+        worker = int(r["config"].split("w")[1])
+        assert ids == _ids(make_rows(6, batch=f"r{r['round']}", start=(r["round"] * 2 + worker) * 100))
+    assert not keys(s3_home, "datasets/race/.staging")
+    assert len(keys(s3_home, "datasets/race/.claims/")) == 2 * rounds
+
+
+def _publish_child(home: str, state: str, seam: str, tag: int) -> None:
+    os.chdir(state)
+    os.environ["PTF_HOME"] = home
+    os.environ["PTF_TEST_PUBLISH_SEAM"] = seam
+    from ptfactory.storage.versions import DatasetStore
+    from tests.conftest import make_rows
+
+    splits = {"train": make_rows(6, start=tag * 1000), "validation": make_rows(3, start=tag * 1000 + 500)}
+    DatasetStore().publish("sft", splits, kind="sft", config_hash=f"c{tag}", shard_rows=3)
+
+
+def _start_child(home: str, tmp_path: Path, seam: str, tag: int) -> Any:
+    state = tmp_path / f"child-{tag}"
+    state.mkdir()
+    child = _SPAWN.Process(target=_publish_child, args=(home, str(state), seam, tag))
+    child.start()
+    return child
+
+
+def _ptf(*args: str, home: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PTF_HOME": home, "COLUMNS": "200", "NO_COLOR": "1"}
+    return subprocess.run(
+        [*PTF, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("point", "left"),
+    [
+        ("staging:train", {"staging"}),  # killed mid-upload: train shards staged, validation not yet
+        ("copied:1", {"staging", "uncommitted"}),  # killed mid-copy: v2 claimed, one shard in v2/
+    ],
+)
+def test_a_publisher_killed_mid_publish_leaves_no_version_and_gc_removes_the_rest(
+    s3_home: str, tmp_path: Path, point: str, left: set[str]
+) -> None:
+    store = DatasetStore()
+    store.publish("sft", _splits(1), kind="sft", config_hash="c1", shard_rows=3)
+    seam_dir = tmp_path / "seam"
+    child = _start_child(s3_home, tmp_path, _seam(point, seam_dir), tag=2)
+    _wait_for(lambda: any(seam_dir.glob("arrived-*")), f"the publisher to reach {point}", child)
+    assert child.pid is not None
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(30)
+    assert child.exitcode == -signal.SIGKILL
+
+    assert store.versions("sft") == [1]
+    assert store.resolve("sft@latest").version == 1
+    _assert_committed_versions_whole(s3_home, "sft")
+    assert keys(s3_home, "datasets/sft/.staging/")
+    if "uncommitted" in left:
+        assert keys(s3_home, "datasets/sft/v2/") == ["datasets/sft/v2/train-00000.parquet"]
+        assert "datasets/sft/.claims/v2.json" in keys(s3_home)
+
+    later = store.publish("sft", _splits(3), kind="sft", config_hash="c3", shard_rows=3)
+    expected_version = 3 if "uncommitted" in left else 2  # a claimed number is never reused
+    assert later.manifest.version == expected_version
+    assert later.manifest.parent == 1
+
+    assert collect_garbage(store, parse_grace("1h")) == []  # too young to be called abandoned
+    dry = _ptf("datasets", "gc", "--grace", "0", "--dry-run", "--json", home=s3_home, cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert {f["kind"] for f in json.loads(dry.stdout)} == left
+    assert keys(s3_home, "datasets/sft/.staging/")  # a dry run removes nothing
+    collected = _ptf("datasets", "gc", "--grace", "0", home=s3_home, cwd=tmp_path)
+    assert collected.returncode == 0, collected.stderr
+    assert "removed" in collected.stdout
+    assert not keys(s3_home, "datasets/sft/.staging/")
+    assert not keys(s3_home, "datasets/sft/v2/") or expected_version == 2
+    if "uncommitted" in left:
+        assert "datasets/sft/.claims/v2.abandoned.json" in keys(s3_home)
+    assert store.versions("sft") == [1, expected_version]
+    _assert_committed_versions_whole(s3_home, "sft")
+    assert collect_garbage(store, 0) == []
+
+
+def test_a_reader_sees_the_old_latest_or_the_whole_new_version(s3_home: str, tmp_path: Path) -> None:
+    store = DatasetStore()
+    store.publish("sft", _splits(1), kind="sft", config_hash="c1", shard_rows=3)
+    expected = {1: _ids(_splits(1)["train"]) | _ids(_splits(1)["validation"])}
+    expected[2] = _ids(_splits(2)["train"]) | _ids(_splits(2)["validation"])
+    seam_dir = tmp_path / "seam"
+    child = _start_child(s3_home, tmp_path, _seam("copied:1", seam_dir), tag=2)
+    _wait_for(lambda: any(seam_dir.glob("arrived-*")), "the publisher to copy its first shard", child)
+    seen = []
+
+    def read_latest() -> int:
+        reader = DatasetStore()  # a fresh reader each time, as another process would be
+        manifest = reader.resolve("sft@latest")
+        table = reader.read(f"sft@v{manifest.version}", verify=True)
+        assert _ids(table) == expected[manifest.version]
+        seen.append(manifest.version)
+        return manifest.version
+
+    for _ in range(3):  # v2 is claimed and half copied: not visible
+        assert read_latest() == 1
+    (seam_dir / "release").touch()
+    _wait_for(lambda: read_latest() == 2, "the new version to become visible")
+    child.join(60)
+    assert child.exitcode == 0
+    assert seen[0] == 1 and seen[-1] == 2 and seen == sorted(seen)  # never back, never a partial one
+
+
+def test_pull_and_load_dataset_read_a_version_from_the_store(
+    s3_home: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DatasetStore()
+    manifest = store.publish("sft", _splits(1), kind="sft", config_hash="c1", shard_rows=3).manifest
+    pulled = _ptf("pull", "sft@v1", "--to", str(tmp_path / "pulled"), home=s3_home, cwd=tmp_path)
+    assert pulled.returncode == 0, pulled.stderr
+    held = {p.name for p in (tmp_path / "pulled").iterdir()}
+    assert held == {s.file for s in manifest.shards} | {"README.md", "manifest.json", "ptf_pull.json"}
+    for shard in manifest.shards:
+        assert hashlib.sha256((tmp_path / "pulled" / shard.file).read_bytes()).hexdigest() == shard.sha256
+
+    import datasets
+
+    # datasets' offline mode (the suite runs with HF_DATASETS_OFFLINE=1) refuses every remote URL, the
+    # S3 server on 127.0.0.1 too; lift datasets' own flag only (the hub stays offline)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    version_dir = f"{s3_home}/datasets/sft/v1"
+    card = fsspec.filesystem("s3").cat_file(f"{version_dir}/README.md").decode()
+    front = yaml.safe_load(card.split("---\n")[1])
+    data_files = {
+        entry["split"]: [f"{version_dir}/{path}" for path in entry["path"]]
+        for entry in front["configs"][0]["data_files"]
+    }
+    cache = str(tmp_path / "hf-cache")
+    by_card = datasets.load_dataset("parquet", data_files=data_files, cache_dir=cache)
+    assert {split: by_card[split].num_rows for split in by_card} == {"train": 6, "validation": 3}
+    assert set(by_card["validation"]["sample_id"]) == _ids(_splits(1)["validation"])
+    globbed = datasets.load_dataset(
+        "parquet", data_files=f"{version_dir}/*.parquet", split="train", cache_dir=cache
+    )
+    assert globbed.num_rows == manifest.rows
+
+
+def test_stores_without_a_conditional_create_refuse_concurrent_publishing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    class NoConditionalFS(MemoryFileSystem):  # type: ignore[misc]
+        """A store like memory:// under another name: nothing ptfactory knows as a conditional create."""
+
+        protocol = "nocond"
+        store: dict[str, Any] = {}  # noqa: RUF012
+        pseudo_dirs = [""]  # noqa: RUF012
+
+    fsspec.register_implementation("nocond", NoConditionalFS, clobber=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PTF_SINGLE_PUBLISHER", raising=False)
+    store = DatasetStore("nocond://home")
+    with pytest.raises(PublishError, match="PTF_SINGLE_PUBLISHER=1"):
+        store.publish("sft", _table(1), kind="sft", config_hash="c")
+    assert not [k for k in NoConditionalFS.store if "/v1/" in k]
+    monkeypatch.setenv("PTF_SINGLE_PUBLISHER", "1")
+    assert store.publish("sft", _table(1), kind="sft", config_hash="c").manifest.version == 1
+    assert store.verify("sft@v1").rows == 6
+
+
+def test_a_failed_upload_is_discarded_not_completed(s3_home: str) -> None:
+    """An exception while writing an object never completes its upload (close() would)."""
+    from ptfactory.storage.fs import Store
+
+    store = Store(s3_home)
+
+    def fail_writing(path: str, data: bytes) -> None:
+        with store.atomic_writer(path) as handle:
+            handle.write(data)
+            raise RuntimeError("mid-write")
+
+    path = store.path("assets", "x.bin")
+    store.write_bytes_atomic(path, b"old")
+    with pytest.raises(RuntimeError, match="mid-write"):
+        fail_writing(path, b"new, half")
+    assert store.read_bytes(path) == b"old"
+    with pytest.raises(RuntimeError, match="mid-write"):
+        fail_writing(store.path("assets", "y.bin"), b"never")
+    assert keys(s3_home, "assets/") == ["assets/x.bin"]
+
+
+def test_gc_on_a_local_home_removes_dead_publishers_temp_dirs(home: Path) -> None:
+    store = DatasetStore()
+    store.publish("sft", _table(1), kind="sft", config_hash="c1")
+    dead = home / "datasets" / "sft" / ".tmp-v2-deadbeef"
+    dead.mkdir()
+    (dead / "part-00000.parquet").write_bytes(b"half")
+    assert collect_garbage(store, parse_grace("1h")) == []
+    [found] = collect_garbage(store, 0, dry_run=True)
+    assert (found.kind, found.files) == ("temp", 1)
+    assert dead.exists()
+    assert [f.path for f in collect_garbage(store, 0)] == [str(dead)]
+    assert not dead.exists()
+    assert store.versions("sft") == [1]
