@@ -81,6 +81,8 @@ class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                         max_tokens=spec.max_tokens,
                         scoring=spec.scoring,
                         prompt_style=spec.prompt,
+                        likelihood_center=spec.likelihood_center,
+                        likelihood_scale=spec.likelihood_scale,
                     )
                 )
                 judges[-1].stats.price_per_mtok = engine_spec.price_per_mtok

@@ -144,6 +144,25 @@ def _score_source(
     return {"rows": scored, "results": results, "seconds": wall}
 
 
+def pooled_auc(tables: list[Any], judges: list[str]) -> list[tuple[str, float | None, int]]:
+    """Per judge and for the panel: AUC over the pairs of every source where both votes counted."""
+    rows = [r for t in tables for r in t.select(["source", "pair", "label", *_columns(judges)]).to_pylist()]
+    out = []
+    for name, column in [*((j, f"judge_{j}") for j in judges), ("panel (mean)", "judge_mean")]:
+        good = {
+            (r["source"], r["pair"]): r[column] for r in rows if r["label"] == 1 and r[column] is not None
+        }
+        bad = {(r["source"], r["pair"]): r[column] for r in rows if r["label"] == 0 and r[column] is not None}
+        both = [k for k in good if k in bad]
+        g, b = np.array([good[k] for k in both]), np.array([bad[k] for k in both])
+        out.append((name, auc(g, b) if len(both) >= 2 else None, len(both)))
+    return out
+
+
+def _columns(judges: list[str]) -> list[str]:
+    return [*(f"judge_{j}" for j in judges), "judge_mean"]
+
+
 def _line(row: dict[str, Any]) -> str:
     if row["abstains"]:
         return f"  {row['judge']:<22} {'n/a (abstains)':<24} {'n/a':>8} {row['s_per_100']:>10.1f}"
@@ -227,6 +246,10 @@ def main() -> None:
         for resource in {id(r): r for r in (generator, judging)}.values():
             resource.teardown_after_execution(None)  # type: ignore[arg-type]
         scratch.cleanup()
+    if len(tables) > 1:
+        print("\nall sources pooled (pairs of every source; a judge that abstains on a source has fewer)")
+        for name, auc_, pairs in pooled_auc(tables, [j.name for j in panel.judges]):
+            print(f"  {name:<22} {'n/a' if auc_ is None else f'{auc_:.2f}':<24} {pairs:>8} pairs")
     print(
         f"\ntotal {time.perf_counter() - begun:.0f} s (benched {time.perf_counter() - started:.0f} s "
         f"after {loaded:.0f} s of model loading)"

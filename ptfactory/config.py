@@ -153,14 +153,20 @@ class JudgeSpec(Section):
     )
     rubric: str = Field("rubric", description="template in annotators/judges/templates")
     max_tokens: int = Field(96, gt=0)
-    scoring: Literal["auto", "probability", "json"] = Field(
+    scoring: Literal["auto", "probability", "json", "likelihood"] = Field(
         "auto",
         description=(
             "llm judges: probability reads the score from the model's probabilities over the score "
-            "tokens (prefill only); json asks for a schema-constrained JSON vote; auto: json where "
-            "the backend constrains JSON (vllm, openai), probability elsewhere"
+            "tokens (prefill only); json asks for a schema-constrained JSON vote; likelihood scores "
+            "how plausible the model finds the response's own tokens after the prompt (Min-K% Prob, "
+            "prefill only, no rubric); auto: json where the backend constrains JSON (vllm, openai), "
+            "probability elsewhere"
         ),
     )
+    likelihood_center: float = Field(
+        -3.5, description="likelihood scoring: the Min-K% statistic of a borderline answer (score 5.5)"
+    )
+    likelihood_scale: float = Field(1.0, gt=0, description="likelihood scoring: the logistic's scale")
     prompt: Literal["chat", "completion"] = Field(
         "chat",
         description="chat: the model's chat template; completion: a few-shot text prompt (base models)",
@@ -203,16 +209,16 @@ def judge_family(spec: JudgeSpec, generator: EngineSpec) -> str:
 
 def _default_judges() -> list[JudgeSpec]:
     return [
-        # few-shot completion prompts: measured to separate good from bad answers better than the
-        # chat rubric on these small models (README, "The judge panel")
-        JudgeSpec(name="smollm2", type="llm", engine=EngineSpec(), prompt="completion"),
+        # likelihood scoring (prefill only, no rubric): on these small models it separates good
+        # answers from bad ones where rating by a rubric does not (README, "The judge panel")
+        JudgeSpec(name="smollm2", type="llm", engine=EngineSpec(), scoring="likelihood"),
         JudgeSpec(
             name="gemma3",
             type="llm",
             engine=EngineSpec(model="bundled:gemma3-270m"),
             family="gemma3",
-            prompt="completion",
-            scoring="probability",
+            prompt="completion",  # a base model: no chat template
+            scoring="likelihood",
         ),
         JudgeSpec(name="minilm-relevance", type="relevance"),
         JudgeSpec(name="execution", type="execution"),

@@ -12,6 +12,11 @@ Two ways to read a score, chosen per judge (``scoring``):
   scored from probabilities where the engine can score; what still yields nothing is
   ``unparsed`` with its raw text, never a default score.
 
+- ``likelihood``: no rubric at all; the log-probabilities the model gives the response's own
+  tokens after the prompt (one prefill), summarised as Min-K% Prob and mapped onto 1-10
+  (``annotators/judges/likelihood.py``). It needs no instruction following, so it is what tiny
+  and base models judge best with; every vote counts (a response with no tokens is unparsed).
+
 ``prompt: completion`` renders a few-shot text prompt instead of a chat turn, for base models
 that have no chat template (Gemma 3 270M).
 """
@@ -26,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ptfactory.annotators.judges.base import Judge, Vote, prompt_and_response
+from ptfactory.annotators.judges.likelihood import likelihood_score, min_k_mean
 from ptfactory.engines.base import Engine, Prompt, SamplingParams
 from ptfactory.errors import EngineError
 from ptfactory.generators.prompts import Template
@@ -101,8 +107,10 @@ class LLMJudge(Judge):
     engine: Engine | None = None
     rubric: str = "rubric"
     max_tokens: int = 96
-    scoring: str = "auto"  # auto | probability | json
+    scoring: str = "auto"  # auto | probability | json | likelihood
     prompt_style: str = "chat"  # chat | completion
+    likelihood_center: float = -3.5  # Min-K% statistic of a borderline answer (score 5.5)
+    likelihood_scale: float = 1.0
     _templates: dict[str, Template] = field(default_factory=dict, init=False, repr=False)
 
     @property
@@ -136,7 +144,56 @@ class LLMJudge(Judge):
         assert self.engine is not None
         if self.method == "probability":
             return self._probability_votes(rows)
+        if self.method == "likelihood":
+            return self._likelihood_votes(rows)
         return self._json_votes(rows)
+
+    def _likelihood_votes(self, rows: list[dict[str, Any]]) -> list[Vote]:
+        assert self.engine is not None
+        prompts: list[Prompt] = []
+        responses = []
+        for row in rows:
+            instruction, response = prompt_and_response(row)
+            response = response[:_MAX_CHARS]
+            if self.prompt_style == "completion":
+                prompts.append(f"Question: {instruction}\nAnswer:")
+                responses.append(" " + response)
+            else:
+                prompts.append([{"role": "user", "content": instruction}])
+                responses.append(response)
+        before = self.engine.stats.prompt_tokens
+        scored = self.engine.score(prompts, responses)
+        self.stats.prompt_tokens += self.engine.stats.prompt_tokens - before
+        votes = []
+        for tokens in scored:
+            statistic = min_k_mean(tokens.logprobs)
+            if statistic is None:
+                votes.append(
+                    Vote(
+                        self.name,
+                        self.model,
+                        None,
+                        "unparsed",
+                        "the response has no tokens",
+                        "",
+                        parsed=False,
+                        method="unparsed",
+                    )
+                )
+                continue
+            score = likelihood_score(statistic, self.likelihood_center, self.likelihood_scale)
+            votes.append(
+                Vote(
+                    self.name,
+                    self.model,
+                    round(score, 4),
+                    "accept" if score >= ACCEPT_AT else "reject",
+                    f"min-20% token log-prob {statistic:.3f} over {len(tokens.logprobs)} tokens",
+                    f"{statistic:.4f}",
+                    method="likelihood",
+                )
+            )
+        return votes
 
     def _probability_votes(self, rows: list[dict[str, Any]]) -> list[Vote]:
         assert self.engine is not None

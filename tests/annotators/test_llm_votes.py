@@ -13,6 +13,7 @@ import pytest
 
 from ptfactory.annotators.judges import LLMJudge, Panel, Vote
 from ptfactory.annotators.judges.base import Judge
+from ptfactory.annotators.judges.likelihood import likelihood_score, min_k_mean
 from ptfactory.annotators.judges.llm import SCORE_TOKENS, probability_vote
 from ptfactory.engines.base import Completion, Conversation, Engine, Prompt, SamplingParams, TokenLogprobs
 from ptfactory.engines.cache import ResponseCache
@@ -215,3 +216,40 @@ def test_both_bundled_families_count_every_vote(model: str, style: str, smollm2:
     )
     scores = [v.score for v in votes if v.score is not None]
     assert max(scores) - min(scores) > 0.05
+
+
+def test_min_k_mean_and_the_logistic_map() -> None:
+    assert min_k_mean([-1.0, -2.0, -3.0, -4.0, -5.0, -6.0, -7.0, -8.0, -9.0, -10.0]) == -9.5  # lowest 20%
+    assert min_k_mean([-0.5]) == -0.5  # at least one token
+    assert min_k_mean([]) is None
+    assert likelihood_score(-4.0, -4.0, 1.0) == pytest.approx(5.5)
+    assert (
+        1.0 <= likelihood_score(-50.0, -4.0, 1.0) < 1.01 and 9.99 < likelihood_score(0.0, -4.0, 0.1) <= 10.0
+    )
+    assert likelihood_score(-3.0, -4.0, 1.0) > likelihood_score(-5.0, -4.0, 1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("model", "style"),
+    [("bundled", "chat"), ("bundled:gemma3-270m", "completion")],
+    ids=["smollm2", "gemma3"],
+)
+def test_likelihood_scoring_prefers_the_answer_to_the_question(model: str, style: str, smollm2: Path) -> None:
+    """Likelihood votes on the real models: every vote counts, and in each (question, answer,
+    unrelated text) pair the answer scores higher, on both families."""
+    from ptfactory.engines.bundled import bundled_model_dir
+    from tests.models import TEST_STATE
+
+    engine = TransformersEngine(model_id=model, model_path=str(bundled_model_dir(TEST_STATE, model=model)))
+    judge = LLMJudge(model, engine=engine, scoring="likelihood", prompt_style=style)
+    rows = []
+    for prompt, good, bad in _GOOD_BAD:
+        for response in (good, bad):
+            messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
+            rows.append({"sample_id": sample_id("sft", messages), "kind": "sft", "messages": messages})
+    votes = judge.judge(rows)
+    assert judge.stats.counted_share == 1.0 and all(v.method == "likelihood" for v in votes)
+    scores = [v.score for v in votes]
+    wins = sum(scores[i] > scores[i + 1] for i in range(0, len(scores), 2))  # type: ignore[operator]
+    assert wins >= len(_GOOD_BAD) - 1, scores
