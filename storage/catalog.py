@@ -1,5 +1,9 @@
 """The DuckDB catalog: versions, shards, a sample index and aliases, for fast queries.
 
+A shard a version reuses from an earlier one (``ShardInfo.reused_from``) is not indexed again:
+``shard_refs`` records (name, version, file) -> the version whose ``samples`` rows cover it, so
+the sample index grows by the rows a version wrote and ``locate`` still lists every version.
+
 The manifests are the source of truth; everything here can be rebuilt from them
 (``ptf datasets reindex``). DuckDB lets one process write at a time, so every
 connection is short-lived and retried while another process holds the lock.
@@ -32,6 +36,8 @@ CREATE TABLE IF NOT EXISTS shards (
     PRIMARY KEY (name, version, file));
 CREATE TABLE IF NOT EXISTS samples (
     sample_id TEXT, name TEXT, version INTEGER, shard TEXT, "row" BIGINT);
+CREATE TABLE IF NOT EXISTS shard_refs (
+    name TEXT, version INTEGER, file TEXT, from_version INTEGER, PRIMARY KEY (name, version, file));
 CREATE TABLE IF NOT EXISTS aliases (
     name TEXT, alias TEXT, version INTEGER, PRIMARY KEY (name, alias));
 CREATE TABLE IF NOT EXISTS training_runs (
@@ -55,8 +61,15 @@ class Catalog:
                 self._ready = True
             yield con
 
-    def register(self, manifest: Manifest, path: str, sample_index: pa.Table) -> None:
-        """Record a published version; ``sample_index`` has columns sample_id, shard, row."""
+    def register(
+        self,
+        manifest: Manifest,
+        path: str,
+        sample_index: pa.Table,
+        refs: list[tuple[str, int]] | None = None,
+    ) -> None:
+        """Record a published version; ``sample_index`` (columns sample_id, shard, row) covers the
+        shards it wrote, ``refs`` (file, from_version) the shards it reused."""
         split_of = {f: split for split, files in manifest.splits.items() for f in files}
         with self.connect() as con:
             con.execute("BEGIN")
@@ -100,11 +113,16 @@ class Catalog:
                 'INSERT INTO samples SELECT sample_id, ?, ?, shard, "row" FROM index',
                 [manifest.name, manifest.version],
             )
+            if refs:
+                con.executemany(
+                    "INSERT INTO shard_refs VALUES (?,?,?,?)",
+                    [[manifest.name, manifest.version, file, origin] for file, origin in refs],
+                )
             con.execute("COMMIT")
 
     @staticmethod
     def _delete(con: duckdb.DuckDBPyConnection, name: str, version: int) -> None:
-        for table in ("versions", "shards", "samples"):
+        for table in ("versions", "shards", "samples", "shard_refs"):
             con.execute(f"DELETE FROM {table} WHERE name = ? AND version = ?", [name, version])
 
     def set_aliases(self, name: str, aliases: dict[str, int]) -> None:
@@ -119,7 +137,7 @@ class Catalog:
 
     def clear(self) -> None:
         with self.connect() as con:
-            for table in ("versions", "shards", "samples", "aliases"):
+            for table in ("versions", "shards", "samples", "shard_refs", "aliases"):
                 con.execute(f"DELETE FROM {table}")
 
     def known_versions(self) -> set[tuple[str, int]]:
@@ -133,11 +151,16 @@ class Catalog:
         with self.connect(read_only=True) as con:
             if not self._has_tables(con):
                 return []
-            rows = con.execute(
-                'SELECT name, version, shard, "row" FROM samples WHERE sample_id = ? '
-                'ORDER BY name, version, shard, "row"',
-                [sample_id],
-            ).fetchall()
+            held = 'SELECT name, version, shard, "row" FROM samples WHERE sample_id = ?'
+            params = [sample_id]
+            if self._has_tables(con, "shard_refs"):  # a catalog from before shard reuse has none
+                held += (
+                    ' UNION ALL SELECT r.name, r.version, s.shard, s."row" FROM samples s JOIN shard_refs r'
+                    " ON r.name = s.name AND r.from_version = s.version AND r.file = s.shard"
+                    " WHERE s.sample_id = ?"
+                )
+                params.append(sample_id)
+            rows = con.execute(f'{held} ORDER BY name, version, shard, "row"', params).fetchall()
         return [{"dataset": n, "version": v, "shard": s, "row": r} for n, v, s, r in rows]
 
     def query(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
@@ -151,8 +174,8 @@ class Catalog:
             con.execute(sql, params or [])
 
     @staticmethod
-    def _has_tables(con: duckdb.DuckDBPyConnection) -> bool:
+    def _has_tables(con: duckdb.DuckDBPyConnection, table: str = "versions") -> bool:
         found = con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'versions'"
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
         ).fetchall()
         return bool(found and found[0][0])

@@ -47,6 +47,7 @@ from ptfactory.storage.shards import ShardInfo
 from ptfactory.storage.staging import (
     PublishRequest,
     PublishResult,
+    StagedShards,
     audit_staged,
     build_manifest,
     same_as,
@@ -165,9 +166,15 @@ def publish_to_object_store(datasets: DatasetStore, request: PublishRequest) -> 
     latest = _latest_committed(layout)
     parent = datasets.manifest(request.name, latest) if latest is not None else None
     try:
-        shards, split_files = write_splits(
-            request, datasets.store, staging, after_split=lambda split: seam(f"staging:{split}")
+        staged = write_splits(
+            request,
+            datasets.store,
+            staging,
+            after_split=lambda split: seam(f"staging:{split}"),
+            parent=parent,
+            place=_copier(ops, layout, parent),
         )
+        shards, split_files = staged.shards, staged.split_files
         if parent is not None and not request.force and same_as(parent, shards, request.config_hash):
             ops.delete_prefix(staging)
             return PublishResult(parent, layout.version(parent.version), created=False)
@@ -188,15 +195,24 @@ def publish_to_object_store(datasets: DatasetStore, request: PublishRequest) -> 
             request=request,
             attempt=attempt,
             number=number,
-            shards=shards,
-            split_files=split_files,
+            staged=staged,
             checks=checks,
         )
     finally:
         _quietly(lambda: ops.delete_prefix(staging))
     final = layout.version(number)
-    datasets._register(manifest, final, request.sorted_ids())
+    datasets._register(manifest, final, staged)
     return PublishResult(manifest, final, created=True)
+
+
+def _copier(
+    ops: ObjectOps, layout: Layout, parent: Manifest | None
+) -> Callable[[ShardInfo, str], None] | None:
+    """Stage a parent's unchanged shard by a server-side copy from its ``v<N>/`` (no upload)."""
+    if parent is None:
+        return None
+    source = layout.version(parent.version)
+    return lambda old, dest: ops.copy(posixpath.join(source, old.file), dest, old.bytes)
 
 
 def _latest_committed(layout: Layout, below: int | None = None) -> int | None:
@@ -232,26 +248,27 @@ def _commit(
     request: PublishRequest,
     attempt: str,
     number: int,
-    shards: list[ShardInfo],
-    split_files: dict[str, list[str]],
+    staged: StagedShards,
     checks: dict[str, Any],
 ) -> Manifest:
     """Copy the staged shards into the claimed ``v<number>/`` and create its manifest, last."""
+    shards = staged.shards
     final = layout.version(number)
     manifest_path = posixpath.join(final, MANIFEST_FILE)
     body: bytes | None = None
     try:
         latest = _latest_committed(layout, below=number)  # what committed while this one staged
         parent = datasets.manifest(request.name, latest) if latest is not None else None
-        added_removed = datasets._diff(parent, request.all_ids)
+        added_removed = datasets._diff(parent, request.all_ids, staged)
         manifest = build_manifest(
             request,
             number,
             parent,
             shards=shards,
-            split_files=split_files,
+            split_files=staged.split_files,
             checks=checks,
             added_removed=added_removed,
+            buckets=staged.buckets,
         )
         body = manifest.to_json().encode()
         _copy_shards(ops, layout.staging(attempt), final, shards)

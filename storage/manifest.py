@@ -44,6 +44,9 @@ class Manifest:
     # set on a version made by `ptf datasets retract`: {"from", "batches", "sample_ids", "rows",
     # "reason", "by", "at"}; later versions of the dataset never bring those rows back
     retraction: dict[str, Any] | None = None
+    # split -> bucket count of its shards (``storage.shards.write_buckets``); a later version keeps
+    # the count so unchanged buckets keep their files. Empty on versions written before buckets.
+    buckets: dict[str, int] = field(default_factory=dict)
 
     @property
     def tag(self) -> str:
@@ -74,6 +77,7 @@ class Manifest:
             "created_at": self.created_at,
             "checks": self.checks,
             "retraction": self.retraction,
+            "buckets": self.buckets,
         }
         return json.dumps(body, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
 
@@ -100,6 +104,7 @@ class Manifest:
                 created_at=body.get("created_at", ""),
                 checks=dict(body.get("checks") or {}),
                 retraction=body.get("retraction"),
+                buckets={k: int(v) for k, v in (body.get("buckets") or {}).items()},
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ShardIntegrityError(f"{where} is not a valid ptfactory manifest: {exc}") from exc

@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import IO, Any
 
+import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -19,11 +21,14 @@ from ptfactory.storage.fs import Store
 __all__ = [
     "PARQUET_OPTIONS",
     "ShardInfo",
+    "bucket_count",
+    "bucket_of",
     "copy_verified",
     "hash_file",
     "read_shard",
     "shard_name",
     "verify_shard",
+    "write_buckets",
     "write_shards",
 ]
 
@@ -38,9 +43,17 @@ class ShardInfo:
     sha256: str
     rows: int
     bytes: int
+    # bucketed shards (``write_buckets``): a hash of the rows, so an unchanged bucket is seen
+    # without writing it; and, on a shard reused from an earlier version, the version whose
+    # publish wrote these bytes (the catalog indexes its rows there, once)
+    fingerprint: str | None = None
+    reused_from: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if v is not None or k in _REQUIRED}
+
+
+_REQUIRED = ("file", "sha256", "rows", "bytes")
 
 
 def shard_name(index: int, prefix: str = "part") -> str:
@@ -94,15 +107,132 @@ def write_shards(
             else table.slice(start, shard_rows)
         )
         name = shard_name(index, prefix)
-        with store.atomic_writer(store.path(directory, name)) as handle:
-            writer = _HashingWriter(handle)
-            pq.write_table(part, writer, **PARQUET_OPTIONS)
-        return ShardInfo(name, writer.digest.hexdigest(), part.num_rows, writer.written)
+        sha, size = _write_part(part, store, store.path(directory, name))
+        return ShardInfo(name, sha, part.num_rows, size)
 
     if len(starts) == 1:
         return [write_one(0)]
     with ThreadPoolExecutor(max_workers=min(workers or os.cpu_count() or 1, len(starts))) as pool:
         return list(pool.map(write_one, range(len(starts))))
+
+
+def _write_part(part: pa.Table, store: Store, path: str) -> tuple[str, int]:
+    with store.atomic_writer(path) as handle:
+        writer = _HashingWriter(handle)
+        pq.write_table(part, writer, **PARQUET_OPTIONS)
+    return writer.digest.hexdigest(), writer.written
+
+
+def bucket_count(rows: int, shard_rows: int, previous: int | None = None) -> int:
+    """Buckets for a split. A first version: the power of two at or above ``rows / shard_rows``.
+    A later one keeps the parent's count, so unchanged buckets keep their files; it doubles only
+    once the average bucket passes ``2 * shard_rows`` and halves once it falls under a quarter
+    (each a full rewrite, rare: the count moves by powers of two with a 8x dead band)."""
+    if shard_rows <= 0:
+        raise ValueError(f"shard_rows must be positive, got {shard_rows}")
+    if not previous:
+        return 1 << (max(1, -(-rows // shard_rows)) - 1).bit_length()
+    count = previous
+    while rows > 2 * shard_rows * count:
+        count *= 2
+    while count > 1 and 4 * rows < shard_rows * count:
+        count //= 2
+    return count
+
+
+def bucket_of(ids: pa.Array | pa.ChunkedArray) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    """A stable 32-bit key per sample id: its leading 8 hex digits (ids are content hashes, so these
+    are already uniform), or the first 4 bytes of its blake2b for an id that is not hex."""
+    series = pl.Series(pa.chunked_array(ids) if isinstance(ids, pa.Array) else ids)
+    head = series.str.slice(0, 8).str.to_integer(base=16, strict=False)
+    values = head.fill_null(0).cast(pl.UInt64).to_numpy().copy()
+    for index in np.flatnonzero(head.is_null().to_numpy()):
+        values[index] = int.from_bytes(hashlib.blake2b(str(series[index]).encode(), digest_size=4).digest())
+    return values
+
+
+def _row_hashes(table: pa.Table) -> np.ndarray[Any, np.dtype[np.uint64]] | None:
+    """A uint64 per row (polars ``hash_rows``, nested columns too); None for a column polars cannot
+    hash: then no shard has a fingerprint and every one is written, as before buckets."""
+    if not table.num_rows:
+        return np.zeros(0, np.uint64)
+    try:
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        return frame.hash_rows().to_numpy()
+    except (pl.exceptions.PolarsError, pa.ArrowException, TypeError, ValueError):
+        return None
+
+
+def write_buckets(
+    table: pa.Table,
+    store: Store,
+    directory: str,
+    *,
+    buckets: int,
+    prefix: str,
+    order: pa.Array,
+    previous: Mapping[str, ShardInfo] | None = None,
+    place: Callable[[ShardInfo, str], None] | None = None,
+    workers: int | None = None,
+) -> tuple[list[ShardInfo], dict[str, pa.Array]]:
+    """Write ``table`` as one shard per non-empty bucket, rows in ``order`` within a bucket.
+
+    Bucket ``k`` holds the ids whose key (``bucket_of``) falls in the k-th of ``buckets`` equal
+    ranges of 32 bits: hex ids in order, so shards stay sorted by ``sample_id`` end to end and a
+    doubling splits each bucket in two. Shards are named by bucket (``<prefix>-<bucket>.parquet``) so a
+    bucket keeps its file from version to version.
+
+    A bucket whose fingerprint (a hash of its rows' hashes) equals the shard of the same name
+    in ``previous`` is not written: ``place(old, path)`` puts the old bytes there (a hard link,
+    a server-side copy) and the shard keeps the old sha256. Returns the shards and, for the
+    shards written, their sample ids in row order.
+    """
+    order_np = order.to_numpy()
+    of_row = (
+        ((bucket_of(table.column("sample_id")) * np.uint64(buckets)) >> np.uint64(32)).astype(np.int64)[
+            order_np
+        ]
+        if table.num_rows
+        else order_np
+    )
+    rows_idx = order_np[np.argsort(of_row, kind="stable")]
+    counts = np.bincount(of_row, minlength=buckets)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    hashes = _row_hashes(table)
+    tag = hashlib.blake2b(f"{table.schema}|{buckets}".encode(), digest_size=16).digest()
+    wanted = [k for k in range(buckets) if counts[k]] or [0]
+    old = previous or {}
+
+    def one(bucket: int) -> tuple[ShardInfo, pa.Array | None]:
+        idx = rows_idx[starts[bucket] : starts[bucket + 1]]
+        fingerprint = None
+        if hashes is not None:
+            digest = hashlib.blake2b(tag, digest_size=16)
+            digest.update(np.ascontiguousarray(hashes[idx]).tobytes())
+            fingerprint = digest.hexdigest()
+        name = shard_name(bucket, prefix)
+        parent = old.get(name)
+        path = store.path(directory, name)
+        if (
+            place is not None
+            and parent is not None
+            and fingerprint is not None
+            and (parent.fingerprint, parent.rows) == (fingerprint, len(idx))
+        ):
+            place(parent, path)
+            return ShardInfo(
+                name, parent.sha256, parent.rows, parent.bytes, fingerprint, parent.reused_from
+            ), None
+        part = table.take(pa.array(idx, pa.int64()))
+        sha, size = _write_part(part, store, path)
+        return ShardInfo(name, sha, part.num_rows, size, fingerprint), part.column(
+            "sample_id"
+        ).combine_chunks()
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers or os.cpu_count() or 1, len(wanted)))) as pool:
+        done = list(pool.map(one, wanted))
+    return [s for s, _ in done], {s.file: ids for s, ids in done if ids is not None}
 
 
 def _chunks(handle: IO[bytes]) -> Iterator[bytes]:

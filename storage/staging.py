@@ -21,11 +21,22 @@ from ptfactory.storage.fs import Store
 from ptfactory.storage.manifest import Manifest, schema_to_json
 from ptfactory.storage.refs import check_name
 from ptfactory.storage.schema import conform, validate_table
-from ptfactory.storage.shards import ShardInfo, write_shards
+from ptfactory.storage.shards import ShardInfo, bucket_count, write_buckets
 from ptfactory.storage.stats import table_stats
 from ptfactory.version import code_version
 
-__all__ = ["PublishRequest", "PublishResult", "audit_staged", "build_manifest", "same_as", "write_splits"]
+__all__ = [
+    "PublishRequest",
+    "PublishResult",
+    "StagedShards",
+    "audit_staged",
+    "build_manifest",
+    "same_as",
+    "write_splits",
+]
+
+# Puts a parent's unchanged shard at a path of the new version (a hard link, a server-side copy).
+Place = Callable[[ShardInfo, str], None]
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,7 @@ class PublishRequest:
     force: bool
     audit: Audit | None
     retraction: dict[str, Any] | None
+    reuse: bool = True  # False: rewrite every shard even when the parent holds it (benchmarks)
 
     @classmethod
     def prepare(
@@ -68,6 +80,7 @@ class PublishRequest:
         sort_by: str,
         audit: Audit | None,
         retraction: Mapping[str, Any] | None,
+        reuse: bool = True,
     ) -> PublishRequest:
         check_name(name)
         named = {"train": splits} if isinstance(splits, pa.Table) else dict(splits)
@@ -96,18 +109,20 @@ class PublishRequest:
             force=force,
             audit=audit,
             retraction=dict(retraction) if retraction else None,
+            reuse=reuse,
         )
 
     @property
     def single(self) -> bool:
         return list(self.prepared) == ["train"]
 
-    def sorted_ids(self) -> dict[str, pa.Array]:
-        """Each split's sample ids in shard order (saves reading the shards back for the catalog)."""
-        return {
-            split: pc.take(table.column("sample_id"), order).combine_chunks()
-            for split, (table, order) in self.prepared.items()
-        }
+
+@dataclass(frozen=True)
+class StagedShards:
+    shards: list[ShardInfo]
+    split_files: dict[str, list[str]]  # split -> its shard files
+    buckets: dict[str, int]  # split -> bucket count
+    ids: dict[str, pa.Array]  # shard file -> sample ids in row order, for the shards written (not reused)
 
 
 def write_splits(
@@ -115,18 +130,40 @@ def write_splits(
     store: Store,
     work: str,
     after_split: Callable[[str], None] | None = None,
-) -> tuple[list[ShardInfo], dict[str, list[str]]]:
-    """Write every split's shards into ``work``; returns the shards and each split's file names."""
+    *,
+    parent: Manifest | None = None,
+    place: Place | None = None,
+) -> StagedShards:
+    """Write every split's bucketed shards into ``work``.
+
+    With a ``parent`` and ``place`` (and ``request.reuse``), a bucket whose rows equal the parent's
+    shard of that name is not written: ``place`` puts the parent's bytes in ``work`` instead.
+    """
     shards: list[ShardInfo] = []
     split_files: dict[str, list[str]] = {}
+    buckets: dict[str, int] = {}
+    ids: dict[str, pa.Array] = {}
+    by_file = {s.file: s for s in parent.shards} if parent is not None else {}
     for split, (table, order) in request.prepared.items():
         prefix = "part" if request.single else split
-        written = write_shards(table, store, work, request.shard_rows, prefix=prefix, order=order)
+        before = parent.buckets.get(split) if parent is not None else None
+        count = bucket_count(table.num_rows, request.shard_rows, before)
+        previous: dict[str, ShardInfo] = {}
+        if parent is not None and request.reuse and place is not None and count == before:
+            for file in parent.splits.get(split, []):
+                old = by_file[file]
+                origin = old.reused_from if old.reused_from is not None else parent.version
+                previous[file] = ShardInfo(old.file, old.sha256, old.rows, old.bytes, old.fingerprint, origin)
+        written, written_ids = write_buckets(
+            table, store, work, buckets=count, prefix=prefix, order=order, previous=previous, place=place
+        )
         shards.extend(written)
         split_files[split] = [s.file for s in written]
+        buckets[split] = count
+        ids.update(written_ids)
         if after_split is not None:
             after_split(split)
-    return shards, split_files
+    return StagedShards(shards, split_files, buckets, ids)
 
 
 def same_as(parent: Manifest, shards: list[ShardInfo], config_hash: str) -> bool:
@@ -161,6 +198,7 @@ def build_manifest(
     split_files: dict[str, list[str]],
     checks: dict[str, Any],
     added_removed: tuple[int, int],
+    buckets: dict[str, int] | None = None,
 ) -> Manifest:
     first_table = next(iter(request.prepared.values()))[0]
     return Manifest(
@@ -182,4 +220,5 @@ def build_manifest(
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         checks=checks,
         retraction=request.retraction,
+        buckets=dict(buckets or {}),
     )

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import posixpath
+import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +34,11 @@ from ptfactory.storage.commit import publish_to_object_store
 from ptfactory.storage.fs import Store
 from ptfactory.storage.manifest import MANIFEST_FILE, Manifest, render_card
 from ptfactory.storage.refs import NAME_RE, VERSION_RE, parse_ref
-from ptfactory.storage.shards import read_shard, verify_shard
+from ptfactory.storage.shards import ShardInfo, read_shard, verify_shard
 from ptfactory.storage.staging import (
     PublishRequest,
     PublishResult,
+    StagedShards,
     audit_staged,
     build_manifest,
     same_as,
@@ -45,6 +48,13 @@ from ptfactory.storage.staging import (
 __all__ = ["AuditFailed", "DatasetStore", "PublishResult", "parse_ref"]
 
 ALIASES_FILE = "aliases.json"
+_EMPTY_INDEX = pa.table(
+    {
+        "sample_id": pa.array([], pa.string()),
+        "shard": pa.array([], pa.string()),
+        "row": pa.array([], pa.int64()),
+    }
+)
 
 
 class DatasetStore:
@@ -174,6 +184,7 @@ class DatasetStore:
         sort_by: str = "sample_id",
         audit: Audit | None = None,
         retraction: Mapping[str, Any] | None = None,
+        reuse: bool = True,
     ) -> PublishResult:
         """Publish a new version; a no-op (``created=False``) when nothing changed, unless ``force``.
 
@@ -184,6 +195,11 @@ class DatasetStore:
         ``audit`` runs on the staged version (its shards read back and verified) before anything
         is visible: a failing blocking check raises :class:`AuditFailed` and publishes nothing.
         ``retraction`` is recorded in the manifest (see ``ptf datasets retract``).
+
+        Shards are buckets of a hash of ``sample_id`` (``storage.shards.write_buckets``): a bucket
+        whose rows equal the parent's is not rewritten but hard-linked (server-side copied on an
+        object store) and catalogued by reference, so a new label costs one shard, not the
+        version. ``reuse=False`` rewrites every shard (the old cost; for benchmarks).
 
         On an object store the version is staged, claimed and committed with conditional creates
         (``storage.commit``), so publishers on many machines never share a version number.
@@ -201,6 +217,7 @@ class DatasetStore:
             sort_by=sort_by,
             audit=audit,
             retraction=retraction,
+            reuse=reuse,
         )
         if not self.store.local:
             return publish_to_object_store(self, request)
@@ -217,14 +234,15 @@ class DatasetStore:
         work = posixpath.join(base, f".tmp-v{version}-{uuid.uuid4().hex[:8]}")
         self.store.makedirs(work)
         try:
-            shards, split_files = write_splits(request, self.store, work)
+            staged = write_splits(request, self.store, work, parent=parent, place=self._linker(parent))
+            shards, split_files = staged.shards, staged.split_files
             if parent is not None and not request.force and same_as(parent, shards, request.config_hash):
                 self.store.remove(work, recursive=True)
                 return PublishResult(parent, self.version_dir(name, parent.version), created=False)
             checks = audit_staged(
                 request, self.store, work, version=version, shards=shards, split_files=split_files
             )
-            added_removed = self._diff(parent, request.all_ids)
+            added_removed = self._diff(parent, request.all_ids, staged)
             manifest = build_manifest(
                 request,
                 version,
@@ -233,6 +251,7 @@ class DatasetStore:
                 split_files=split_files,
                 checks=checks,
                 added_removed=added_removed,
+                buckets=staged.buckets,
             )
             self.store.write_bytes_atomic(posixpath.join(work, "README.md"), render_card(manifest).encode())
             self.store.write_bytes_atomic(posixpath.join(work, MANIFEST_FILE), manifest.to_json().encode())
@@ -242,8 +261,22 @@ class DatasetStore:
             # a refused audit or a failed write: nothing of the version may stay where a glob finds it
             self.store.remove(work, recursive=True)
             raise
-        self._register(manifest, final, request.sorted_ids())
+        self._register(manifest, final, staged)
         return PublishResult(manifest, final, created=True)
+
+    def _linker(self, parent: Manifest | None) -> Callable[[ShardInfo, str], None] | None:
+        """Hard-link a parent's unchanged shard into the new version (a copy where links fail)."""
+        if parent is None:
+            return None
+        source = self.version_dir(parent.name, parent.version)
+
+        def place(old: ShardInfo, dest: str) -> None:
+            try:
+                os.link(posixpath.join(source, old.file), dest)
+            except OSError:
+                shutil.copyfile(posixpath.join(source, old.file), dest)
+
+        return place
 
     def _remove_stale_temps(self, base: str) -> None:
         # Only called under the publish lock, so any temp dir here belongs to a dead publisher.
@@ -251,41 +284,53 @@ class DatasetStore:
             if entry.startswith(".tmp-"):
                 self.store.remove(posixpath.join(base, entry), recursive=True)
 
-    def _diff(self, parent: Manifest | None, ids: pa.ChunkedArray) -> tuple[int, int]:
+    def _diff(
+        self, parent: Manifest | None, ids: pa.ChunkedArray, staged: StagedShards | None = None
+    ) -> tuple[int, int]:
+        """Rows added and removed against ``parent``. A shard reused from it holds the same ids, and
+        an id always falls in the same bucket, so only the shards rewritten (or gone) are compared."""
         if parent is None:
             return len(ids), 0
         directory = self.version_dir(parent.name, parent.version)  # the manifest is in hand: no resolve
-        old = pa.concat_tables(
-            [read_shard(self.store, directory, shard, ["sample_id"]) for shard in parent.shards]
-        ).column("sample_id")
+        old_shards = {s.file: s for s in parent.shards}
+        if staged is not None and parent.buckets == staged.buckets:
+            reused = {s.file for s in staged.shards if s.reused_from is not None}
+            if all(
+                s.file in old_shards and old_shards[s.file].sha256 == s.sha256
+                for s in staged.shards
+                if s.file in reused
+            ):
+                old_shards = {f: s for f, s in old_shards.items() if f not in reused}
+                ids = pa.chunked_array(list(staged.ids.values()), pa.string())
+        parts = [read_shard(self.store, directory, shard, ["sample_id"]) for shard in old_shards.values()]
+        old = pa.chunked_array([p.column("sample_id").combine_chunks() for p in parts], pa.string())
         added = int(pc.sum(pc.invert(pc.is_in(ids, value_set=old.combine_chunks()))).as_py() or 0)
         removed = int(pc.sum(pc.invert(pc.is_in(old, value_set=ids.combine_chunks()))).as_py() or 0)
         return added, removed
 
-    def _register(self, manifest: Manifest, path: str, sorted_ids: dict[str, pa.Array] | None = None) -> None:
-        """Catalog rows for a version; ``sorted_ids`` (per split, shard order) saves reading shards back."""
-        by_file = {s.file: s for s in manifest.shards}
+    def _register(self, manifest: Manifest, path: str, staged: StagedShards | None = None) -> None:
+        """Catalog rows for a version: a sample row per row of each shard it wrote (``staged.ids``
+        saves reading them back), and a reference for each shard reused from an earlier version."""
         parts = []
-        for split, files in (manifest.splits or {"train": list(by_file)}).items():
-            ids = sorted_ids.get(split) if sorted_ids else None
-            offset = 0
-            for file in files:
-                shard = by_file[file]
-                if ids is not None:
-                    column = ids.slice(offset, shard.rows)
-                else:
-                    column = read_shard(self.store, path, shard, ["sample_id"]).column("sample_id")
-                offset += shard.rows
-                parts.append(
-                    pa.table(
-                        {
-                            "sample_id": column,
-                            "shard": pa.repeat(pa.scalar(file, pa.string()), shard.rows),
-                            "row": pa.array(np.arange(shard.rows, dtype=np.int64)),
-                        }
-                    )
+        refs: list[tuple[str, int]] = []
+        for shard in manifest.shards:
+            if shard.reused_from is not None:
+                refs.append((shard.file, shard.reused_from))
+                continue
+            column = staged.ids.get(shard.file) if staged is not None else None
+            if column is None:
+                column = read_shard(self.store, path, shard, ["sample_id"]).column("sample_id")
+            parts.append(
+                pa.table(
+                    {
+                        "sample_id": column,
+                        "shard": pa.repeat(pa.scalar(shard.file, pa.string()), shard.rows),
+                        "row": pa.array(np.arange(shard.rows, dtype=np.int64)),
+                    }
                 )
-        self.catalog.register(manifest, path, pa.concat_tables(parts))
+            )
+        index = pa.concat_tables(parts) if parts else _EMPTY_INDEX
+        self.catalog.register(manifest, path, index, refs)
 
     # ---- aliases and catalog ---------------------------------------------------------------
 

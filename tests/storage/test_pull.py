@@ -25,12 +25,14 @@ def _held(folder: Path) -> list[str]:
 
 def test_pull_copies_verifies_and_writes_a_receipt(published: DatasetStore, tmp_path: Path) -> None:
     receipt = pull(published, "sft@latest", tmp_path / "out")
+    # 30 rows at 10 a shard: 4 buckets of a hash of sample_id, one shard each
     assert _held(tmp_path / "out") == [
         "README.md",
         "manifest.json",
         "part-00000.parquet",
         "part-00001.parquet",
         "part-00002.parquet",
+        "part-00003.parquet",
         "ptf_pull.json",
     ]
     assert receipt.manifest.rows == 30
@@ -52,11 +54,13 @@ def test_pull_of_v2_over_v1_is_refused_then_exact_with_force(
     (out / "notes.txt").write_text("left by the user")  # inside an earlier pull: goes with --force
     with pytest.raises(UserInputError, match=r"is not empty .* pass --force"):
         pull(published, "sft@v2", out)
-    assert len(list(out.glob("*.parquet"))) == 3  # nothing touched
+    assert len(list(out.glob("*.parquet"))) == 4  # nothing touched
     receipt = pull(published, "sft@v2", out, force=True)
-    assert _held(out) == ["README.md", "manifest.json", "part-00000.parquet", "ptf_pull.json"]
+    # v2's 8 rows keep 2 of v1's 4 buckets (the count halves only below a quarter-full average)
+    v2_files = ["part-00000.parquet", "part-00001.parquet"]
+    assert _held(out) == ["README.md", "manifest.json", *v2_files, "ptf_pull.json"]
     # a glob reader now reads exactly v2's rows, none of v1's
-    read = pq.read_table(out / "part-00000.parquet")
+    read = pa.concat_tables([pq.read_table(out / f) for f in v2_files])
     assert sorted(read.column("sample_id").to_pylist()) == sorted(
         rows(8, start=100).column("sample_id").to_pylist()
     )

@@ -30,7 +30,8 @@ def test_publish_writes_manifest_card_and_shards(home: Path, rows: Callable[...,
         "part-00000.parquet",
         "part-00001.parquet",
         "part-00002.parquet",
-    ]
+        "part-00003.parquet",
+    ]  # 25 rows at 10 a shard: 4 buckets of a hash of sample_id
     manifest = json.loads((version_dir / "manifest.json").read_text())
     assert manifest["name"] == "sft"
     assert manifest["version"] == 1
@@ -39,7 +40,7 @@ def test_publish_writes_manifest_card_and_shards(home: Path, rows: Callable[...,
     assert manifest["dagster_run_id"] == "run-1"
     assert manifest["config_hash"] == "cfg1"
     assert manifest["batches"] == ["b1"]
-    assert [s["rows"] for s in manifest["shards"]] == [10, 10, 5]
+    assert sum(s["rows"] for s in manifest["shards"]) == 25 and manifest["buckets"] == {"train": 4}
     assert all(len(s["sha256"]) == 64 and s["bytes"] > 0 for s in manifest["shards"])
     assert {f["name"] for f in manifest["schema"]} >= {"sample_id", "messages", "decisions"}
     assert manifest["code_version"]
