@@ -113,10 +113,16 @@ def _calibration_metadata(stats: dict[str, object]) -> dict[str, dg.MetadataValu
 
 
 def _index_published(factory: FactoryResource, table: pa.Table, name: str, version: int) -> int:
-    """Later batches are deduplicated against what this version published."""
+    """Later batches are deduplicated against what this version published; only rows the index
+    does not hold yet are hashed (a new label costs one row, not the version)."""
     settings = factory.config.dedup
+    index = factory.dedup_index()
+    new = index.missing(table.column("sample_id").to_pylist())
+    if not new:
+        return 0
+    table = table.filter(pc.is_in(table.column("sample_id"), value_set=pa.array(new, pa.string())))
     hashed = compute_signatures(row_texts(table), settings.to_config())
-    return factory.dedup_index().add(
+    return index.add(
         table.column("sample_id").to_pylist(),
         hashed.signatures,
         name,
@@ -182,7 +188,8 @@ def _publish(
             check_results=_check_results(asset, {c.name: c.to_json() for c in refused.results}),
         )
     manifest = result.manifest
-    published = datasets.read(manifest.ref) if result.created else assembled.table
+    # what was published is what was assembled (publish only conforms and sorts it): no read-back
+    published = assembled.table
     indexed = (
         _index_published(factory, published, manifest.name, manifest.version)
         if result.created and kind == "sft"

@@ -69,6 +69,23 @@ class PublishedIndex:
                 return 0
             return int(con.execute("SELECT count(*) FROM signatures").fetchall()[0][0])
 
+    def missing(self, sample_ids: list[str]) -> list[str]:
+        """The ids of ``sample_ids`` not indexed yet (all of them when the index is new): what a new
+        version adds, so indexing costs what changed, not the whole version."""
+        if not sample_ids or not self.path.exists():
+            return list(sample_ids)
+        with connect(self.path, read_only=True) as con:
+            if not con.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'signatures'"
+            ).fetchall()[0][0]:
+                return list(sample_ids)
+            con.register("incoming", pa.table({"sample_id": pa.array(sample_ids, pa.string())}))
+            found = con.execute(
+                "SELECT sample_id FROM incoming WHERE sample_id NOT IN (SELECT sample_id FROM signatures)"
+            ).fetchall()
+        new = {r[0] for r in found}
+        return [sid for sid in sample_ids if sid in new]
+
     def add(
         self,
         sample_ids: list[str],

@@ -27,6 +27,9 @@ def test_published_samples_are_found_and_adds_are_idempotent(tmp_path: Path, tex
     ids = [f"s{i}" for i in range(len(texts))]
     assert index.add(ids[:30], sig[:30], "sft", 1) == 30
     assert index.add(ids[:30], sig[:30], "sft", 2) == 0  # already indexed
+    # what a new version must still hash: only the ids the index does not hold, in their order
+    assert index.missing([ids[31], ids[0], ids[30]]) == [ids[31], ids[30]]
+    assert PublishedIndex(tmp_path / "new.duckdb", CONFIG).missing(ids[:2]) == ids[:2]
     assert index.count() == 30
     found = index.query(sig)
     for i in range(30):  # each indexed text finds itself (or, on a tie at 1.0, an identical text)
