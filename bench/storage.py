@@ -3,11 +3,14 @@
     python bench/storage.py [--rows 200000] [--repeats 3]
 
 Prints, for one run on this machine, the median of ``--repeats`` timings of:
-- publish (validate, sort, shard, sha256, manifest, card, fsync, rename, catalog) vs a bare
-  ``pyarrow.parquet.write_table`` of the same table with the same codec and level;
+- publish (validate, sort, shard, sha256, manifest, card, fsync, rename, catalog) vs bare
+  ``pyarrow.parquet.write_table`` of the same shards (same rows per shard, codec and level),
+  written by a thread pool as wide as publish's (one thread per core: both get every core);
+- publish with the write–audit–publish checks that need only the table (shards read back and
+  verified, schema, unique ids), against the same baseline;
 - pull + verify (copy every shard while hashing, compare with the manifest) vs ``shutil.copy``
-  then ``hashlib.sha256`` of the same files;
-and the raw sequential disk write speed (dd, fsync'd) for context. Goal: both ratios >= 0.9.
+  then ``hashlib.sha256`` of the same files, by a thread pool as wide as pull's;
+and the raw sequential disk write speed (dd, fsync'd) for context. Goal: ratios >= 0.9.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,6 +34,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ptfactory.storage.audit import Audit, schema_valid, unique_ids
 from ptfactory.storage.pull import pull
 from ptfactory.storage.schema import from_records, sample_id
 from ptfactory.storage.shards import PARQUET_OPTIONS
@@ -93,6 +98,38 @@ def dd_write_mb_s(directory: Path, megabytes: int = 256) -> float:
     return megabytes * 1.048576 / seconds
 
 
+def write_shards_bare(table: pa.Table, directory: Path, shard_rows: int, threads: int) -> None:
+    """The baseline: the same shards as publish writes, each a plain ``pq.write_table``."""
+    starts = range(0, table.num_rows, shard_rows)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(
+            pool.map(
+                lambda s: pq.write_table(
+                    table.slice(s, shard_rows),
+                    directory / f"part-{s // shard_rows:05d}.parquet",
+                    **PARQUET_OPTIONS,
+                ),
+                starts,
+            )
+        )
+
+
+def copy_then_hash(shards: list[Path], dest: Path, threads: int) -> None:
+    """The baseline for pull+verify: copy each shard, then sha256 the copy, shards in parallel."""
+    dest.mkdir()
+
+    def one(shard: Path) -> str:
+        shutil.copy(shard, dest / shard.name)
+        digest = hashlib.sha256()
+        with open(dest / shard.name, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+        return digest.hexdigest()
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(one, shards))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -103,16 +140,20 @@ def main() -> None:
     args = parser.parse_args()
 
     table = make_table(args.rows)
-    print(f"table: {table.num_rows} rows, {table.nbytes / 1e6:.0f} MB in memory", flush=True)
+    # publish shards and pull copies with one thread per core (storage.shards, storage.pull)
+    threads = max(1, min(os.cpu_count() or 1, -(-args.rows // args.shard_rows)))
+    print(
+        f"table: {table.num_rows} rows, {table.nbytes / 1e6:.0f} MB in memory; {threads} threads", flush=True
+    )
+    audit = Audit([schema_valid, unique_ids])
     with tempfile.TemporaryDirectory(prefix="ptf-bench-", dir=os.environ.get("BENCH_DIR")) as tmp:
         root = Path(tmp)
-        bare, publish, copy_hash, pull_verify = [], [], [], []
+        bare, publish, audited, copy_hash, pull_verify = [], [], [], [], []
         for rep in range(args.repeats):
             bare_dir = root / f"bare{rep}"
             bare_dir.mkdir()
-            bare.append(timed(lambda d=bare_dir: pq.write_table(table, d / "t.parquet", **PARQUET_OPTIONS)))
-            home = root / f"home{rep}"
-            store = DatasetStore(str(home))
+            bare.append(timed(lambda d=bare_dir: write_shards_bare(table, d, args.shard_rows, threads)))
+            store = DatasetStore(str(root / f"home{rep}"))
             publish.append(
                 timed(
                     lambda s=store: s.publish(
@@ -120,22 +161,20 @@ def main() -> None:
                     )
                 )
             )
+            checked = DatasetStore(str(root / f"audited{rep}"))
+            audited.append(
+                timed(
+                    lambda s=checked: s.publish(
+                        "bench", table, kind="sft", config_hash="c", shard_rows=args.shard_rows, audit=audit
+                    )
+                )
+            )
             version_dir = Path(store.version_dir("bench", 1))
             shards = sorted(version_dir.glob("part-*.parquet"))
-
-            def copy_then_hash(dest: Path = root / f"copy{rep}", shards: list[Path] = shards) -> None:
-                dest.mkdir()
-                for shard in shards:
-                    shutil.copy(shard, dest / shard.name)
-                    digest = hashlib.sha256()
-                    with open(dest / shard.name, "rb") as handle:
-                        while chunk := handle.read(1 << 20):
-                            digest.update(chunk)
-
-            copy_hash.append(timed(copy_then_hash))
+            copy_hash.append(timed(lambda d=root / f"copy{rep}", s=shards: copy_then_hash(s, d, threads)))
             pull_verify.append(timed(lambda s=store, d=root / f"pull{rep}": pull(s, "bench@v1", d)))
             print(
-                f"  repeat {rep + 1}: bare {bare[-1]:.2f}s publish {publish[-1]:.2f}s "
+                f"  repeat {rep + 1}: bare {bare[-1]:.2f}s publish {publish[-1]:.2f}s audited {audited[-1]:.2f}s "
                 f"copy+sha {copy_hash[-1]:.2f}s pull {pull_verify[-1]:.2f}s",
                 flush=True,
             )
@@ -149,12 +188,13 @@ def main() -> None:
     print()
     print(
         f"rows={args.rows} shard_rows={args.shard_rows} parquet={size_mb:.1f} MB zstd(level "
-        f"{PARQUET_OPTIONS['compression_level']}), median of {args.repeats}"
+        f"{PARQUET_OPTIONS['compression_level']}), {threads} threads on both sides, median of {args.repeats}"
     )
     print("| operation | ptfactory | baseline | ratio (goal >= 0.9) |")
     print("|---|---|---|---|")
-    print(row("publish vs pq.write_table", publish, bare))
-    print(row("pull+verify vs copy+sha256", pull_verify, copy_hash))
+    print(row("publish vs pq.write_table (same shards, same threads)", publish, bare))
+    print(row("publish + audit vs pq.write_table", audited, bare))
+    print(row("pull+verify vs copy+sha256 (same threads)", pull_verify, copy_hash))
     print(
         f"raw disk write (dd, fsync): {disk:.0f} MB/s; zstd writing runs at "
         f"{size_mb / statistics.median(bare) / disk:.2f}x of it"
