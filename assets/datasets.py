@@ -10,7 +10,8 @@ from ptfactory.annotators.judges.calibration import STATS_KEY, Calibration, cali
 from ptfactory.assets.audit import AUDIT_CHECKS, publish_audit
 from ptfactory.assets.common import check_specs, counts_md, preview_md
 from ptfactory.assets.resources import FactoryResource
-from ptfactory.filters.dedup.core import compute_signatures
+from ptfactory.filters.dedup.core import DedupConfig, compute_signatures
+from ptfactory.filters.dedup.leaks import split_leaks
 from ptfactory.filters.dedup.minhash import SHINGLE_HASH, hash_library
 from ptfactory.storage.assemble import assemble_preference, assemble_sft
 from ptfactory.storage.retract import retracted
@@ -112,6 +113,29 @@ def _calibration_metadata(stats: dict[str, object]) -> dict[str, dg.MetadataValu
     return metadata
 
 
+def _without_leaks(splits: dict[str, pa.Table], dedup: DedupConfig) -> tuple[dict[str, pa.Table], int]:
+    """The split with every validation row that is a near duplicate of a train row moved to train.
+
+    The split keys rows by dedup cluster, but cluster ids are per batch: near duplicates from two
+    batches routed before either was published can land on both sides. Moving them here keeps the
+    staged version's blocking ``no_split_leak`` check a guard, not a stop to all publishing."""
+    moved = 0
+    for _ in range(50):  # each round moves at least one row; a moved row may pull its neighbours
+        if "validation" not in splits:
+            break
+        count, leaks = split_leaks(splits, dedup, limit=1 << 30)
+        if not count:
+            break
+        ids = pa.array(sorted({leak.validation_id for leak in leaks}), pa.string())
+        validation = splits["validation"]
+        leaving = pc.is_in(validation.column("sample_id"), value_set=ids)
+        moved += int(pc.sum(leaving).as_py() or 0)
+        train = pa.concat_tables([splits["train"], validation.filter(leaving)])
+        rest = validation.filter(pc.invert(leaving))
+        splits = {"train": train, "validation": rest} if rest.num_rows else {"train": train}
+    return splits, moved
+
+
 def _index_published(factory: FactoryResource, table: pa.Table, name: str, version: int) -> int:
     """Later batches are deduplicated against what this version published; only rows the index
     does not hold yet are hashed (a new label costs one row, not the version)."""
@@ -156,8 +180,11 @@ def _publish(
             },
             check_results=_check_results(asset, {}, absent="not run: nothing to publish yet"),
         )
-    splits = split_table(assembled.table, config.datasets.validation_fraction)
+    splits, moved = _without_leaks(
+        split_table(assembled.table, config.datasets.validation_fraction), config.dedup.to_config()
+    )
     stats = _version_stats(assembled.table, splits, config.engines.generator.price_per_mtok)
+    stats["moved_to_train"] = moved  # near duplicates of train rows that the split had held out
     if kind == "sft":
         # over every curated row, not the published ones: rows the experts rejected are not
         # published, and without them every judge that leans to accept would look right

@@ -1,6 +1,7 @@
-"""Write–audit–publish through Dagster: a version that leaks across its split, or that holds a
-batch whose judged_samples checks failed, is refused by a blocking check while staged, and
-nothing is published; a clean one publishes with its audit in the manifest."""
+"""Write–audit–publish through Dagster: near duplicates the split held out are moved to train
+before staging; a version that still leaks, or that holds a batch whose judged_samples checks
+failed, is refused by a blocking check while staged, and nothing is published; a clean one
+publishes with its audit in the manifest."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
+import pytest
 
+from ptfactory.assets.audit import publish_audit
 from ptfactory.assets.datasets import sft_dataset
 from ptfactory.assets.resources import FactoryResource, SampleIOManager
 from ptfactory.pipelines.annotate import _failed
@@ -16,7 +19,7 @@ from ptfactory.storage.assetstore import AssetStore
 from ptfactory.storage.audit import checks_metadata
 from ptfactory.storage.retract import retract
 from ptfactory.storage.split import split_table
-from ptfactory.storage.versions import DatasetStore
+from ptfactory.storage.versions import AuditFailed, DatasetStore
 from tests.filters.test_leaks import QUESTIONS, _table
 
 
@@ -54,15 +57,20 @@ def test_leaks_and_failed_batches_are_refused_while_staged(
     assets = AssetStore(str(home))
     assets.write("curated_samples", leaky)
 
-    refused = _materialize(home, config)
-    assert not refused.success
-    assert "sft_dataset_no_split_leak" in _failed(refused)
-    leak = _checks(refused)["sft_dataset_no_split_leak"]
-    assert not leak.passed and leak.metadata["leaking_pairs"].value > 0
-    assert leak.metadata["rows"].value  # names validation rows at fault
-    assert _checks(refused)["sft_dataset_schema_valid"].passed
+    # the split is mended before staging: held-out near copies of train rows move to train
+    mended = _materialize(home, config)
+    assert mended.success, _failed(mended)
     store = DatasetStore(str(home))
-    assert store.versions("sft") == [] and not list((home / "datasets").rglob("*.parquet"))
+    manifest = store.resolve("sft@v1")
+    assert manifest.stats["moved_to_train"] > 0 and manifest.checks["no_split_leak"]["passed"]
+    # the staged check itself refuses a leaking version: the split as the split alone makes it
+    factory = FactoryResource(home=str(home), config_path=str(config))
+    with pytest.raises(AuditFailed, match="no_split_leak") as refused:
+        store.publish("sft", sides, kind="sft", config_hash="leaky", audit=publish_audit(factory))
+    assert refused.value.failed[0].rows  # names the held-out rows at fault
+    assert store.versions("sft") == [1]
+    home = tmp_path / "second-home"  # the next parts start afresh
+    assets, store = AssetStore(str(home)), DatasetStore(str(home))
 
     # without the copies, but b1's judged_samples recorded a failed schema check: still refused
     assets.write("curated_samples", clean)

@@ -83,7 +83,12 @@ def _markers(root: Path) -> dict[str, float]:
     written. (Not the run's printed progress: Dagster captures a step's stderr into its logs.)"""
     written: dict[str, float] = {}
     for path in (root / ".ptf" / "assets").glob("*/*.parquet"):
-        written[path.parent.name] = max(written.get(path.parent.name, 0.0), path.stat().st_mtime)
+        if path.name.startswith(".tmp-"):
+            continue  # an atomic write in flight: renamed away between the glob and the stat
+        try:
+            written[path.parent.name] = max(written.get(path.parent.name, 0.0), path.stat().st_mtime)
+        except FileNotFoundError:
+            continue
     return written
 
 
