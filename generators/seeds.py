@@ -10,7 +10,6 @@ names the file, line and field, so a bad file never half-loads.
 from __future__ import annotations
 
 import ast
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ptfactory.errors import SeedError
+from ptfactory.storage.jsonl import json_objects, type_name
 from ptfactory.storage.schema import from_records, sample_id
 from ptfactory.version import code_version
 
@@ -96,26 +96,7 @@ def read_seeds(path: Path, max_field_chars: int = DEFAULT_MAX_FIELD_CHARS) -> li
 
 
 def _jsonl_rows(file: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    data = file.read_bytes()
-    for number, line_bytes in enumerate(data.split(b"\n"), start=1):
-        where = f"{file}:{number}"
-        raw = line_bytes[3:] if number == 1 and line_bytes.startswith(b"\xef\xbb\xbf") else line_bytes
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SeedError(
-                f"{where}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                "save the file as UTF-8"
-            ) from None
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SeedError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        if not isinstance(row, dict):
-            raise SeedError(f"{where}: expected a JSON object per line, got {_type_name(row)}")
-        yield where, row
+    return json_objects(file.read_bytes(), str(file), SeedError)
 
 
 def _parquet_rows(file: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -137,18 +118,6 @@ def _parquet_rows(file: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         yield where, {k: v for k, v in row.items() if v is not None}
 
 
-def _type_name(value: Any) -> str:
-    names = {
-        dict: "object",
-        list: "array",
-        str: "text",
-        bool: "boolean",
-        int: "number",
-        float: "number",
-    }
-    return "null" if value is None else names.get(type(value), type(value).__name__)
-
-
 def _text(where: str, row: dict[str, Any], key: str, limit: int, required: bool = False) -> str | None:
     value = row.get(key)
     if value is None:
@@ -156,7 +125,7 @@ def _text(where: str, row: dict[str, Any], key: str, limit: int, required: bool 
             raise SeedError(f"{where}: field {key!r} is missing; every seed needs a non-empty {key!r}")
         return None
     if not isinstance(value, str):
-        raise SeedError(f"{where}: field {key!r} must be text, got {_type_name(value)}")
+        raise SeedError(f"{where}: field {key!r} must be text, got {type_name(value)}")
     if len(value) > limit:
         raise SeedError(
             f"{where}: field {key!r} is {len(value):,} characters, over the {limit:,} limit "
@@ -184,7 +153,7 @@ def _to_task(where: str, row: dict[str, Any], limit: int) -> SeedTask:
         raise SeedError(f"{where}: field 'kind' is {kind!r}; allowed: {', '.join(SEED_KINDS)}")
     raw_id = row.get("id")
     if isinstance(raw_id, bool) or not isinstance(raw_id, str | int | type(None)):
-        raise SeedError(f"{where}: field 'id' must be text or an integer, got {_type_name(raw_id)}")
+        raise SeedError(f"{where}: field 'id' must be text or an integer, got {type_name(raw_id)}")
     if isinstance(raw_id, str) and not raw_id.strip():
         raise SeedError(f"{where}: field 'id' is empty; remove it or give a non-empty id")
     entry_point = _text(where, row, "entry_point", limit)

@@ -27,7 +27,6 @@ a JSONL file); rows with the same sample id are kept once (the first).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ptfactory.errors import SchemaError, UserInputError
+from ptfactory.storage.jsonl import json_objects
 from ptfactory.storage.schema import ROLES, SAMPLE_SCHEMA, from_records, sample_id, validate_table
 from ptfactory.version import code_version
 
@@ -100,19 +100,7 @@ def read_file(path: Path) -> pa.Table | list[dict[str, Any]]:
         except (pa.ArrowInvalid, OSError) as exc:
             raise UserInputError(f"{path} is not a readable Parquet file: {exc}") from exc
     if path.suffix in (".jsonl", ".ndjson"):
-        rows = []
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise UserInputError(f"{path}, line {number}: not JSON ({exc.msg})") from exc
-                if not isinstance(row, dict):
-                    raise UserInputError(f"{path}, line {number}: a row is a JSON object, got {row!r:.40}")
-                rows.append(row)
-        return rows
+        return [row for _, row in json_objects(path.read_bytes(), str(path))]
     raise UserInputError(f"{path}: import reads .parquet or .jsonl files, not {path.suffix or 'no suffix'!r}")
 
 

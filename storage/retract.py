@@ -11,7 +11,6 @@ curation leaves those rows out of every later version, and :func:`retractions_of
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ptfactory.errors import UserInputError
+from ptfactory.storage.jsonl import json_objects
 from ptfactory.storage.stats import table_stats
 from ptfactory.storage.versions import DatasetStore, PublishResult
 
@@ -82,15 +82,9 @@ def read_sample_ids(path: Path) -> list[str]:
         ids = [i for i in table.column("sample_id").to_pylist() if i]
     elif path.suffix == ".jsonl":
         ids = []
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserInputError(f"--samples {path}, line {number}: not JSON ({exc.msg})") from exc
-            if not isinstance(row, dict) or not row.get("sample_id"):
-                raise UserInputError(f"--samples {path}, line {number}: no sample_id field")
+        for where, row in json_objects(path.read_bytes(), f"--samples {path}"):
+            if not row.get("sample_id"):
+                raise UserInputError(f"{where}: no sample_id field")
             ids.append(str(row["sample_id"]))
     else:
         lines = (line.strip() for line in path.read_text(encoding="utf-8").splitlines())

@@ -168,18 +168,7 @@ class LLMJudge(Judge):
         for tokens in scored:
             statistic = min_k_mean(tokens.logprobs)
             if statistic is None:
-                votes.append(
-                    Vote(
-                        self.name,
-                        self.model,
-                        None,
-                        "unparsed",
-                        "the response has no tokens",
-                        "",
-                        parsed=False,
-                        method="unparsed",
-                    )
-                )
+                votes.append(self._unparsed("the response has no tokens", ""))
                 continue
             score = likelihood_score(statistic, self.likelihood_center, self.likelihood_scale)
             votes.append(
@@ -207,16 +196,7 @@ class LLMJudge(Judge):
             dist = " ".join(f"{d}:{math.exp(lp):.3f}" for d, lp in zip(SCORE_TOKENS, logprobs, strict=True))
             if score is None:
                 votes.append(
-                    Vote(
-                        self.name,
-                        self.model,
-                        None,
-                        "unparsed",
-                        f"only {mass:.1e} of the probability is on the score tokens",
-                        dist,
-                        parsed=False,
-                        method="unparsed",
-                    )
+                    self._unparsed(f"only {mass:.1e} of the probability is on the score tokens", dist)
                 )
                 continue
             verdict = "accept" if score >= ACCEPT_AT else "reject"
@@ -263,17 +243,12 @@ class LLMJudge(Judge):
         lost = sorted(failures)
         rescued = self._rescue([rows[i] for i in lost]) if lost else []
         for i, vote in zip(lost, rescued, strict=True):
-            votes[i] = vote or Vote(
-                self.name,
-                self.model,
-                None,
-                "unparsed",
-                failures[i],
-                replies[i].text[:2000],
-                parsed=False,
-                method="unparsed",
-            )
+            votes[i] = vote or self._unparsed(failures[i], replies[i].text[:2000])
         return [v for v in votes if v is not None]
+
+    def _unparsed(self, why: str, raw: str) -> Vote:
+        """A vote that yielded nothing: no score, never a default one; ``why`` and the raw text kept."""
+        return Vote(self.name, self.model, None, "unparsed", why, raw, parsed=False, method="unparsed")
 
     def _ask(self, conversations: list[list[dict[str, str]]], max_tokens: int) -> list[Any]:
         assert self.engine is not None

@@ -1,6 +1,7 @@
 """The test harness that runs inside the sandbox and counts assertions (stdlib only; Python 3.11).
 
-Its code never runs on the host (the host imports only ``ASSERTIONS_MARK``):
+Its code never runs on the host (the host reads this file's text; programs.py takes
+``ASSERTIONS_MARK`` from it too, so nothing on the host imports this module):
 :func:`ptfactory.filters.execution.programs.program` sends this file's source, followed by one
 ``run(solution, tests, entry_point)`` call, as the job's ``program.py``.
 Parsing and rewriting the tests happens here, inside the sandbox, because the tests are model

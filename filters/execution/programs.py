@@ -7,14 +7,18 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from ptfactory.filters.execution.harness import ASSERTIONS_MARK
 from ptfactory.filters.execution.limits import ExecResult
 
-__all__ = ["extract_solution", "graded", "program"]
+__all__ = ["ASSERTIONS_MARK", "extract_solution", "graded", "program"]
 
 _FENCE = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.S)
-# The harness's source, sent into the sandbox as the top of every program (never imported here).
+# The harness's source, sent into the sandbox as the top of every program. The host never imports
+# it (its `exec` lines must run only in the sandbox): even the mark it prints is read from its text.
 _HARNESS = (Path(__file__).parent / "harness.py").read_text()
+_MARK = re.search(r'^ASSERTIONS_MARK = "([^"]+)"$', _HARNESS, re.M)
+if _MARK is None:  # pragma: no cover - a broken install; fail at import, not on the first graded run
+    raise ImportError("filters/execution/harness.py no longer defines ASSERTIONS_MARK as a string literal")
+ASSERTIONS_MARK = _MARK.group(1)
 # the line and the newline the harness writes before it (so the program's own output comes back as it was)
 _COUNTS = re.compile(rf"\n?^{re.escape(ASSERTIONS_MARK)} (\d+) (\d+)$\n?", re.M)
 

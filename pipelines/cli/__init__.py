@@ -32,7 +32,7 @@ from ptfactory.pipelines.cli._app import app, err
 # The command modules register themselves on `app` when imported, in the order `ptf --help` lists
 # them (the groups datasets, sandbox and annotate come after the plain commands).
 # isort: off
-from ptfactory.pipelines.cli import (
+from ptfactory.pipelines.cli import (  # noqa: F401 - imported for their registration
     init,
     run,
     datasets,
@@ -49,21 +49,6 @@ from ptfactory.pipelines.cli import (
 # isort: on
 
 __all__ = ["app", "main"]
-
-_COMMANDS = (
-    init,
-    run,
-    datasets,
-    datasets_edit,
-    datasets_gc,
-    pull,
-    files,
-    judge,
-    sandbox,
-    annotate,
-    train,
-    ui,
-)
 
 
 def _click_errors() -> tuple[type[BaseException], ...]:

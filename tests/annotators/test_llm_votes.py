@@ -189,26 +189,36 @@ _GOOD_BAD = [
 ]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
+# the two bundled families, each judged the way it judges best: through its chat template, or as
+# a `Question: ... Answer:` completion (Gemma 3 270M is a base model)
+_FAMILIES = pytest.mark.parametrize(
     ("model", "style"),
     [("bundled", "chat"), ("bundled:gemma3-270m", "completion")],
     ids=["smollm2", "gemma3"],
 )
-def test_both_bundled_families_count_every_vote(model: str, style: str, smollm2: Path) -> None:
-    """Probability scoring on the real models: every vote counts, with a confidence, and the scores
-    are not constant (the models read the rows)."""
+
+
+def _bundled_judge(model: str, style: str, scoring: str) -> tuple[LLMJudge, list[dict[str, object]]]:
+    """An LLM judge on the real bundled ``model`` and the rows of ``_GOOD_BAD``, good then bad."""
     from ptfactory.engines.bundled import bundled_model_dir
     from tests.models import TEST_STATE
 
-    path = bundled_model_dir(TEST_STATE, model=model)
-    engine = TransformersEngine(model_id=model, model_path=str(path))
-    judge = LLMJudge(model, engine=engine, scoring="probability", prompt_style=style)
-    rows = []
+    engine = TransformersEngine(model_id=model, model_path=str(bundled_model_dir(TEST_STATE, model=model)))
+    judge = LLMJudge(model, engine=engine, scoring=scoring, prompt_style=style)
+    rows: list[dict[str, object]] = []
     for prompt, good, bad in _GOOD_BAD:
         for response in (good, bad):
             messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
             rows.append({"sample_id": sample_id("sft", messages), "kind": "sft", "messages": messages})
+    return judge, rows
+
+
+@pytest.mark.slow
+@_FAMILIES
+def test_both_bundled_families_count_every_vote(model: str, style: str, smollm2: Path) -> None:
+    """Probability scoring on the real models: every vote counts, with a confidence, and the scores
+    are not constant (the models read the rows)."""
+    judge, rows = _bundled_judge(model, style, "probability")
     votes = judge.judge(rows)
     assert judge.stats.counted_share == 1.0
     assert all(
@@ -230,24 +240,11 @@ def test_min_k_mean_and_the_logistic_map() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("model", "style"),
-    [("bundled", "chat"), ("bundled:gemma3-270m", "completion")],
-    ids=["smollm2", "gemma3"],
-)
+@_FAMILIES
 def test_likelihood_scoring_prefers_the_answer_to_the_question(model: str, style: str, smollm2: Path) -> None:
     """Likelihood votes on the real models: every vote counts, and in each (question, answer,
     unrelated text) pair the answer scores higher, on both families."""
-    from ptfactory.engines.bundled import bundled_model_dir
-    from tests.models import TEST_STATE
-
-    engine = TransformersEngine(model_id=model, model_path=str(bundled_model_dir(TEST_STATE, model=model)))
-    judge = LLMJudge(model, engine=engine, scoring="likelihood", prompt_style=style)
-    rows = []
-    for prompt, good, bad in _GOOD_BAD:
-        for response in (good, bad):
-            messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
-            rows.append({"sample_id": sample_id("sft", messages), "kind": "sft", "messages": messages})
+    judge, rows = _bundled_judge(model, style, "likelihood")
     votes = judge.judge(rows)
     assert judge.stats.counted_share == 1.0 and all(v.method == "likelihood" for v in votes)
     scores = [v.score for v in votes]

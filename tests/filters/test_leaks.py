@@ -4,7 +4,9 @@ split was made, and stays quiet on distinct rows."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
+from ptfactory.filters.dedup import leaks as leaks_module
 from ptfactory.filters.dedup.core import DedupConfig
 from ptfactory.filters.dedup.leaks import audit_texts, split_leaks
 from ptfactory.storage.schema import from_records, sample_id
@@ -100,3 +102,19 @@ def test_preference_pairs_on_one_prompt_differ_by_their_chosen_answer() -> None:
     ]
     texts = audit_texts(pa.Table.from_pylist(rows)).to_pylist()
     assert texts[0] != texts[1] and texts[0].startswith(prompt[0]["content"])
+
+
+def test_the_same_rows_reordered_are_not_hashed_again_other_rows_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The asset's mend and the staged audit ask about the same rows (staging sorts them): the
+    second answer is the first, without a second MinHash pass; a changed row or side is hashed."""
+    calls = []
+    real = leaks_module.compute_signatures
+    monkeypatch.setattr(leaks_module, "compute_signatures", lambda *a, **k: calls.append(1) or real(*a, **k))
+    train = _table([_question(t) for t in TOPICS], "b1")
+    validation = _table([_question("rivers", " Thanks"), _question("comets")], "b2")
+    first = split_leaks({"train": train, "validation": validation}, CONFIG)
+    reordered = {"validation": validation.take([1, 0]), "train": train.take(list(range(7, -1, -1)))}
+    assert split_leaks(reordered, CONFIG) == first and first[0] == 1 and len(calls) == 1
+    # the leaking row moved to train: other sides, other key, hashed again, no leak left
+    moved = {"train": pa.concat_tables([train, validation.slice(0, 1)]), "validation": validation.slice(1)}
+    assert split_leaks(moved, CONFIG) == (0, []) and len(calls) == 2

@@ -170,7 +170,7 @@ def test_duplicate_rows_are_kept_once() -> None:
 
 def test_read_file_reads_jsonl_rows_and_refuses_other_files(tmp_path: Path) -> None:
     (tmp_path / "bad.jsonl").write_text('{"messages": []}\n\n{oops\n')
-    with pytest.raises(UserInputError, match=r"bad.jsonl, line 3: not JSON"):
+    with pytest.raises(UserInputError, match=r"bad.jsonl:3: not valid JSON"):
         read_file(tmp_path / "bad.jsonl")
     (tmp_path / "data.csv").write_text("a,b\n")
     with pytest.raises(UserInputError, match=r"reads .parquet or .jsonl files, not '.csv'"):
