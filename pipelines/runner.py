@@ -28,7 +28,7 @@ from ptfactory.pipelines.summary import drop_reasons
 from ptfactory.storage.assetstore import AssetStore
 from ptfactory.storage.seedstore import SeedStore, batch_name
 
-__all__ = ["RunOutcome", "run_batch"]
+__all__ = ["RunOutcome", "follow_run", "run_batch"]
 
 _POLL_S = 0.25
 
@@ -149,13 +149,12 @@ def run_batch(
     ) as progress:
         bar = progress.add_task("starting", total=steps_total)
         worker.start()
-        seen = 0
+        cursor: str | None = None
         while True:
-            alive = worker.is_alive()
-            records = instance.all_logs(run_id)
-            for record in records[seen:]:
+            alive = worker.is_alive()  # read before the events, so the last ones are never missed
+            records, cursor = follow_run(instance, run_id, cursor)
+            for record in records:
                 _on_event(record, outcome, started, progress, bar, console)
-            seen = len(records)
             if not alive:
                 break
             time.sleep(_POLL_S)
@@ -167,6 +166,21 @@ def run_batch(
     if store.exists("routed_samples", batch):
         outcome.drops = dict(drop_reasons(store.read("routed_samples", batch)).most_common())
     return outcome
+
+
+def follow_run(
+    instance: dg.DagsterInstance, run_id: str, cursor: str | None, page: int = 1000
+) -> tuple[list[Any], str | None]:
+    """The run's events after ``cursor`` and the cursor after them: each poll reads only what is
+    new (re-reading the whole log every 0.25 s grows with the run, and reads a long run's log
+    thousands of times)."""
+    entries: list[Any] = []
+    while True:
+        found = instance.get_records_for_run(run_id, cursor=cursor, limit=page)
+        entries.extend(r.event_log_entry for r in found.records)
+        cursor = found.cursor or cursor
+        if not found.has_more:
+            return entries, cursor
 
 
 def _on_event(  # noqa: PLR0917 - one call site, all positional state of the poll loop
