@@ -13,12 +13,12 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import krippendorff
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ptfactory.annotators.judges.base import Judge, Vote
-from ptfactory.storage.schema import add_decision, live_rows, set_score
+from ptfactory.storage.schema import add_decision, dropped_mask, live_rows, set_score
 
 __all__ = ["Aggregate", "Panel", "PanelReport", "aggregate", "judged_rows", "krippendorff_alpha"]
 
@@ -60,25 +60,38 @@ def aggregate(
 
 
 def krippendorff_alpha(matrix: np.ndarray) -> float | None:
-    """Interval alpha over a judges × rows matrix (NaN where a judge gave no counted score)."""
+    """Interval alpha over a judges × rows matrix (NaN where a judge gave no counted score).
+
+    In closed form, O(judges × rows): the squared differences of all pairs of values within a
+    row, and over all pairable values, come from sums and sums of squares. The ``krippendorff``
+    package builds a rows × values × values array, and LLM scores are continuous: at 5,000 rows
+    of likelihood votes that is tens of GiB. Same value as the package (tested against it).
+    """
     usable = matrix[:, np.sum(~np.isnan(matrix), axis=0) >= 2]
     if usable.shape[0] < 2 or usable.shape[1] < 2 or np.nanvar(usable) == 0:
         return None
-    return float(krippendorff.alpha(reliability_data=usable, level_of_measurement="interval"))
+    present = ~np.isnan(usable)
+    values = np.where(present, usable, 0.0)
+    m = present.sum(axis=0).astype(np.float64)  # pairable values per row
+    s1, s2 = values.sum(axis=0), (values * values).sum(axis=0)
+    n = float(m.sum())
+    # sum over ordered pairs i != j of (v_i - v_j)^2 = 2 (m * sum v^2 - (sum v)^2)
+    observed = float(np.sum(2 * (m * s2 - s1 * s1) / (m - 1))) / n
+    expected = 2 * (n * float(s2.sum()) - float(s1.sum()) ** 2) / (n * (n - 1))
+    return 1.0 - observed / expected if expected > 0 else None
 
 
 def judged_rows(table: pa.Table) -> list[int]:
     """The rows the panel scores: every live row, and code rows dropped for failing their tests
     (judged so the execution vote is graded over passes and failures and pass-over-fail pairs can
     be built; they keep their drop, so they never reach SFT)."""
-    live = set(live_rows(table))
-    kinds = table.column("kind").to_pylist()
-    scores = table.column("scores").to_pylist()
-    return [
-        i
-        for i in range(table.num_rows)
-        if i in live or (kinds[i] == "code" and (scores[i] or {}).get("execution") is not None)
-    ]
+    live = pc.invert(dropped_mask(table))
+    executed = pc.and_(
+        pc.equal(table.column("kind"), "code").fill_null(False),
+        pc.is_valid(pc.struct_field(table.column("scores"), "execution")),
+    )
+    judged: list[int] = np.nonzero(pc.or_(live, executed).to_numpy(zero_copy_only=False))[0].tolist()
+    return judged
 
 
 @dataclass
@@ -128,23 +141,23 @@ class Panel:
     def judge_table(self, table: pa.Table) -> tuple[pa.Table, PanelReport]:
         """Every row back; judged rows get ``scores.judges`` and the aggregates; live rows get a
         ``judge`` decision (``keep``: the routing stage decides)."""
-        rows = table.to_pylist()
         judged = judged_rows(table)
         live = set(live_rows(table))
-        votes = self.vote([rows[i] for i in judged])
+        # only the judged rows become Python dicts (the judges' interface); the rest stay in Arrow
+        votes = self.vote(table.take(pa.array(judged, pa.int64())).to_pylist() if judged else [])
         report = self.assess(votes)
         leave_out = frozenset(report.left_out)
-        old = [r["scores"] or {} for r in rows]
         columns: dict[str, list[object]] = {
-            name: [s.get(name) for s in old]
-            for name in ("judges", "judge_mean", "judge_median", "judge_spread", "judge_confidence")
+            name: [] for name in ("judges", "judge_mean", "judge_median", "judge_spread", "judge_confidence")
         }
         decided, reasons, details = [], [], []
         for i, row_votes in zip(judged, votes, strict=True):
             agg = aggregate(row_votes, self.weights, leave_out)
-            columns["judges"][i] = [v.to_dict() for v in row_votes]
-            columns["judge_mean"][i], columns["judge_median"][i] = agg.mean, agg.median
-            columns["judge_spread"][i], columns["judge_confidence"][i] = agg.spread, agg.confidence
+            columns["judges"].append([v.to_dict() for v in row_votes])
+            columns["judge_mean"].append(agg.mean)
+            columns["judge_median"].append(agg.median)
+            columns["judge_spread"].append(agg.spread)
+            columns["judge_confidence"].append(agg.confidence)
             if i not in live:
                 continue
             unparsed = sum(1 for v in row_votes if not v.parsed)
@@ -157,6 +170,6 @@ class Panel:
             )
         out = table
         for name, values in columns.items():
-            out = set_score(out, name, values)
+            out = set_score(out, name, values, rows=judged)
         merged = add_decision(out, STAGE, ["keep"] * len(decided), reasons, details, rows=decided)
         return merged, report

@@ -1,10 +1,16 @@
-"""The decisions trail and the scores of a row: what stages append, and which rows are still live."""
+"""The decisions trail and the scores of a row: what stages append, and which rows are still live.
+
+Every stage calls these on whole batches, so they work on Arrow columns (offsets, struct fields,
+``take``), never on ``to_pylist()`` copies of the table: a stage's cost is its own decisions, not
+a Python round trip of every row's trail and scores.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -13,18 +19,23 @@ from ptfactory.storage.schema.record import DECISION, SAMPLE_SCHEMA, SCORES
 
 __all__ = ["add_decision", "dropped_mask", "live_rows", "set_score"]
 
+_DECISIONS = pa.list_(DECISION)
+
+
+def _column(table: pa.Table, name: str) -> Any:
+    column = table.column(name)
+    return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+
 
 def dropped_mask(table: pa.Table) -> pa.Array:
     """True for rows that some stage dropped (any decision with verdict ``drop`` or ``reject``)."""
-    decisions = table.column("decisions").combine_chunks()
+    decisions = _column(table, "decisions")
+    dropped = np.zeros(table.num_rows, dtype=bool)
     flat = pc.list_flatten(decisions)
-    dropped = [False] * table.num_rows
     if len(flat):
-        verdict = flat.field("verdict")
-        hit = pc.is_in(verdict, value_set=pa.array(["drop", "reject"]))
+        hit = pc.is_in(flat.field("verdict"), value_set=pa.array(["drop", "reject"])).fill_null(False)
         parents = pc.list_parent_indices(decisions)
-        for parent in pc.filter(parents, hit).to_pylist():
-            dropped[parent] = True
+        dropped[pc.filter(parents, hit).to_numpy(zero_copy_only=False)] = True
     return pa.array(dropped, pa.bool_())
 
 
@@ -42,32 +53,75 @@ def add_decision(
     ``verdicts``, ``reasons`` and ``details`` line up with ``rows``; other rows are left as they were
     (a stage does not judge rows an earlier stage dropped).
     """
-    targets = list(range(table.num_rows)) if rows is None else list(rows)
+    n = table.num_rows
+    targets = np.arange(n, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
     if len(verdicts) != len(targets) or len(reasons) != len(targets):
         raise SchemaError(
             f"add_decision got {len(verdicts)} verdicts and {len(reasons)} reasons for {len(targets)} rows"
         )
+    if len(targets) and (targets.min() < 0 or targets.max() >= n or len(np.unique(targets)) != len(targets)):
+        raise SchemaError(f"add_decision rows must be distinct indices below {n}")
     details = details if details is not None else [None] * len(targets)
-    trail = table.column("decisions").to_pylist()
-    for row, verdict, reason, detail in zip(targets, verdicts, reasons, details, strict=True):
-        trail[row] = [
-            *(trail[row] or []),
-            {"stage": stage, "verdict": verdict, "reason": reason, "detail": detail},
-        ]
+    added = pa.StructArray.from_arrays(
+        [
+            pa.repeat(pa.scalar(stage, pa.string()), len(targets)),
+            pa.array(verdicts, pa.string()),
+            pa.array(reasons, pa.string()),
+            pa.array(details, pa.string()),
+        ],
+        fields=list(DECISION),
+    )
+    old = _column(table, "decisions")
+    old_len = pc.list_value_length(old).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    old_flat = pc.list_flatten(old)
+    extra = np.zeros(n, dtype=np.int64)
+    extra[targets] = 1
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(old_len + extra, out=offsets[1:])
+    # where each old decision and each added one lands in the new flat array
+    old_row = np.repeat(np.arange(n, dtype=np.int64), old_len)
+    old_start = np.concatenate([[0], np.cumsum(old_len)[:-1]]).astype(np.int64)
+    order = np.empty(int(offsets[-1]), dtype=np.int64)
+    order[offsets[old_row] + (np.arange(len(old_flat), dtype=np.int64) - old_start[old_row])] = np.arange(
+        len(old_flat), dtype=np.int64
+    )
+    order[offsets[targets] + old_len[targets]] = len(old_flat) + np.arange(len(targets), dtype=np.int64)
+    values = pa.concat_arrays([old_flat.cast(DECISION), added]).take(pa.array(order))
+    # a row with no trail that gets no decision keeps no trail (null), as it came
+    untouched_null = pc.and_(pc.is_null(old), pc.invert(pa.array(extra.astype(bool)))).to_numpy(
+        zero_copy_only=False
+    )
+    trail = pa.ListArray.from_arrays(
+        pa.array(offsets.astype(np.int32)), values, type=_DECISIONS, mask=pa.array(untouched_null)
+    )
     index = table.schema.get_field_index("decisions")
-    return table.set_column(index, SAMPLE_SCHEMA.field("decisions"), pa.array(trail, pa.list_(DECISION)))
+    return table.set_column(index, SAMPLE_SCHEMA.field("decisions"), trail)
 
 
 def live_rows(table: pa.Table) -> list[int]:
     """Indices of the rows no stage has dropped: the ones the next stage looks at."""
-    return [i for i, dropped in enumerate(dropped_mask(table).to_pylist()) if not dropped]
+    live: list[int] = np.nonzero(~dropped_mask(table).to_numpy(zero_copy_only=False))[0].tolist()
+    return live
 
 
-def set_score(table: pa.Table, name: str, values: Sequence[Any]) -> pa.Table:
-    """Set ``scores.<name>`` for every row, keeping the other scores."""
-    if len(values) != table.num_rows:
-        raise SchemaError(f"set_score got {len(values)} values for {table.num_rows} rows")
-    scores = table.column("scores").to_pylist()
-    merged = [{**(old or {}), name: value} for old, value in zip(scores, values, strict=True)]
+def set_score(
+    table: pa.Table, name: str, values: Sequence[Any], *, rows: Sequence[int] | None = None
+) -> pa.Table:
+    """Set ``scores.<name>`` for every row (or only ``rows``, which ``values`` then line up with),
+    keeping the other scores and the other rows' ``name``."""
+    expected = table.num_rows if rows is None else len(rows)
+    if len(values) != expected:
+        raise SchemaError(f"set_score got {len(values)} values for {expected} rows")
+    scores = _column(table, "scores").cast(SCORES)
+    # flatten() folds a null row's nulls into its fields: a row without scores gets only `name`
+    fields = dict(zip((f.name for f in SCORES), scores.flatten(), strict=True))
+    given = values if isinstance(values, pa.Array) else pa.array(values, SCORES.field(name).type)
+    if rows is None:
+        fields[name] = given
+    else:
+        order = np.arange(table.num_rows, dtype=np.int64)
+        order[np.asarray(rows, dtype=np.int64)] = table.num_rows + np.arange(len(given), dtype=np.int64)
+        fields[name] = pa.concat_arrays([fields[name], given.cast(fields[name].type)]).take(pa.array(order))
+    merged = pa.StructArray.from_arrays([fields[f.name] for f in SCORES], fields=list(SCORES))
     index = table.schema.get_field_index("scores")
-    return table.set_column(index, SAMPLE_SCHEMA.field("scores"), pa.array(merged, SCORES))
+    return table.set_column(index, SAMPLE_SCHEMA.field("scores"), merged)

@@ -131,6 +131,24 @@ def test_krippendorff_alpha() -> None:
     assert krippendorff_alpha(data) == pytest.approx(0.849, abs=0.01)
 
 
+def test_krippendorff_alpha_matches_the_package_and_scales_to_continuous_scores() -> None:
+    """The closed form gives the ``krippendorff`` package's value, with missing votes; and a batch
+    of 100k rows of continuous scores (every value distinct) takes no V x V memory."""
+    import krippendorff
+
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        truth = rng.integers(1, 11, size=60).astype(float)
+        data = np.vstack([np.clip(truth + rng.normal(0, s, 60).round(), 1, 10) for s in (0.5, 1.5, 3.0)])
+        data[rng.random(data.shape) < 0.15] = np.nan
+        expected = krippendorff.alpha(reliability_data=data, level_of_measurement="interval")
+        assert krippendorff_alpha(data) == pytest.approx(expected, abs=1e-9)
+    truth = rng.uniform(1, 10, 100_000)
+    big = np.vstack([truth + rng.normal(0, 1, truth.size), truth + rng.normal(0, 1, truth.size)])
+    alpha = krippendorff_alpha(big)
+    assert alpha is not None and 0.8 < alpha < 0.9  # var(truth) 6.75 against noise 1 per judge
+
+
 def test_execution_judge_and_abstentions() -> None:
     rows = _rows(1, "code") + _rows(1)
     rows[0]["scores"] = {"execution": {"status": "failed"}}
