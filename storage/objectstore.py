@@ -20,6 +20,7 @@ Credentials and the endpoint come from wherever s3fs takes them (``AWS_*`` varia
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import threading
@@ -63,6 +64,15 @@ class ObjectOps:
 
     def read(self, path: str) -> bytes | None:
         """The object's bytes, or None if there is none."""
+        raise NotImplementedError
+
+    def read_tagged(self, path: str) -> tuple[bytes | None, str | None]:
+        """The object's bytes and a tag of this version of it (None, None: there is none)."""
+        raise NotImplementedError
+
+    def replace(self, path: str, data: bytes, tag: str | None) -> bool:
+        """Write ``data`` only if ``path`` still holds the version ``read_tagged`` tagged ``tag``
+        (``None``: only if there is no object): a compare-and-swap. False when someone wrote first."""
         raise NotImplementedError
 
     def copy(self, src: str, dst: str, size: int) -> None:
@@ -148,6 +158,34 @@ class S3Ops(ObjectOps):
                 return None
             raise
 
+    def read_tagged(self, path: str) -> tuple[bytes | None, str | None]:
+        bucket, key = self._split(path)
+        try:
+            found = self.client.get_object(Bucket=bucket, Key=key)
+        except self._errors.ClientError as exc:
+            status, code = self._status(exc)
+            if status == 404 or code in ("NoSuchKey", "404"):
+                return None, None
+            raise
+        return bytes(found["Body"].read()), str(found["ETag"])
+
+    def replace(self, path: str, data: bytes, tag: str | None) -> bool:
+        if tag is None:
+            return self.create_exclusive(path, data)
+        bucket, key = self._split(path)
+        for attempt in range(6):
+            try:
+                self.client.put_object(Bucket=bucket, Key=key, Body=data, IfMatch=tag)
+                return True
+            except self._errors.ClientError as exc:
+                status, code = self._status(exc)
+                if status in (404, 412) or code in ("PreconditionFailed", "NoSuchKey"):
+                    return False  # changed (or removed) since it was read
+                if status != 409 or attempt == 5:
+                    raise
+                time.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")
+
     def copy(self, src: str, dst: str, size: int) -> None:
         (src_bucket, src_key), (bucket, key) = self._split(src), self._split(dst)
         source = {"Bucket": src_bucket, "Key": src_key}
@@ -224,6 +262,17 @@ class FsspecOps(ObjectOps):
             return bytes(self.fs.cat_file(path))
         except FileNotFoundError:
             return None
+
+    def read_tagged(self, path: str) -> tuple[bytes | None, str | None]:
+        data = self.read(path)
+        return (data, hashlib.sha256(data).hexdigest()) if data is not None else (None, None)
+
+    def replace(self, path: str, data: bytes, tag: str | None) -> bool:
+        with self.lock:  # as exclusive as the lock, like create_exclusive
+            if self.read_tagged(path)[1] != tag:
+                return False
+            self.fs.pipe_file(path, data)
+            return True
 
     def copy(self, src: str, dst: str, size: int) -> None:
         self.fs.copy(src, dst)

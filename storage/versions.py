@@ -11,7 +11,6 @@ prefix, ``v<N>`` is claimed with a conditional create, the shards are copied in 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import posixpath
@@ -28,11 +27,13 @@ from filelock import FileLock
 
 from ptfactory.errors import DatasetRefError, ShardIntegrityError
 from ptfactory.home import is_local_url, local_state_dir, ptf_home
+from ptfactory.storage.aliases import ALIASES_FILE, moved, swap
 from ptfactory.storage.audit import Audit, AuditFailed
 from ptfactory.storage.catalog import Catalog
 from ptfactory.storage.commit import publish_to_object_store
 from ptfactory.storage.fs import Store
 from ptfactory.storage.manifest import MANIFEST_FILE, Manifest, render_card
+from ptfactory.storage.objectstore import object_ops
 from ptfactory.storage.refs import NAME_RE, VERSION_RE, parse_ref
 from ptfactory.storage.shards import ShardInfo, read_shard, verify_shard
 from ptfactory.storage.staging import (
@@ -47,7 +48,6 @@ from ptfactory.storage.staging import (
 
 __all__ = ["AuditFailed", "DatasetStore", "PublishResult", "parse_ref"]
 
-ALIASES_FILE = "aliases.json"
 _EMPTY_INDEX = pa.table(
     {
         "sample_id": pa.array([], pa.string()),
@@ -342,23 +342,18 @@ class DatasetStore:
             )
         manifest = self.resolve(ref)
         name = manifest.name
-        with self._lock(name):
-            path = self.store.path(name, ALIASES_FILE)
-            body: dict[str, Any] = {"aliases": {}, "history": []}
-            if self.store.exists(path):
-                body = json.loads(self.store.read_bytes(path))
-            previous = body["aliases"].get(alias)
-            body["aliases"][alias] = manifest.version
-            body["history"].append(
-                {
-                    "alias": alias,
-                    "version": manifest.version,
-                    "previous": previous,
-                    "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                }
+        path = self.store.path(name, ALIASES_FILE)
+        if self.store.local:
+            with self._lock(name):
+                current = self.store.read_bytes(path) if self.store.exists(path) else None
+                data, previous, aliases = moved(current, alias, manifest.version)
+                self.store.write_bytes_atomic(path, data)
+        else:
+            # machines share no lock on an object store: a compare-and-swap of the file instead
+            previous, aliases = swap(
+                object_ops(self.store, self.state_dir), path, lambda c: moved(c, alias, manifest.version)
             )
-            self.store.write_bytes_atomic(path, (json.dumps(body, indent=2) + "\n").encode())
-            self.catalog.set_aliases(name, {k: int(v) for k, v in body["aliases"].items()})
+        self.catalog.set_aliases(name, aliases)
         return previous, manifest
 
     def reindex(self) -> int:

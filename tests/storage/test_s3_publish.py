@@ -396,3 +396,89 @@ def test_gc_on_a_local_home_removes_dead_publishers_temp_dirs(home: Path) -> Non
     assert [f.path for f in collect_garbage(store, 0)] == [str(dead)]
     assert not dead.exists()
     assert store.versions("sft") == [1]
+
+
+def _tag_worker(home: str, state: str, worker: int, count: int, barriers: str) -> None:
+    os.chdir(state)  # its own local state and lock files: another machine
+    from ptfactory.storage.versions import DatasetStore
+
+    store = DatasetStore(home)
+    Path(barriers, f"arrived-{worker}").touch()
+    while len(list(Path(barriers).glob("arrived-*"))) < 2:  # both start tagging together
+        time.sleep(0.01)
+    for i in range(count):
+        store.tag("tags@v1", f"w{worker}-{i}")
+
+
+def test_two_machines_tagging_at_once_lose_no_alias(s3_home: str, tmp_path: Path) -> None:
+    """Aliases on an object store are swapped with a conditional put on the ETag that was read, not
+    under a local lock: two processes with their own lock files tag 12 aliases each at once, and
+    every alias and every history entry is there."""
+    DatasetStore(s3_home).publish("tags", _table(1), kind="sft", config_hash="t")
+    barriers = tmp_path / "barriers"
+    barriers.mkdir()
+    children = []
+    for worker in (0, 1):
+        state = tmp_path / f"machine-{worker}"
+        state.mkdir()
+        children.append(
+            _SPAWN.Process(target=_tag_worker, args=(s3_home, str(state), worker, 12, str(barriers)))
+        )
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(120)
+        assert child.exitcode == 0
+    store = DatasetStore(s3_home)
+    expected = {f"w{w}-{i}" for w in (0, 1) for i in range(12)}
+    assert set(store.aliases("tags")) == expected
+    body = json.loads(fsspec.filesystem("s3").cat_file(f"{s3_home}/datasets/tags/aliases.json"))
+    assert sorted(h["alias"] for h in body["history"]) == sorted(expected)
+    assert store.resolve("tags@w1-11").version == 1
+
+
+def test_two_imports_racing_for_one_name_get_a_version_each(s3_home: str, tmp_path: Path) -> None:
+    """`ptf datasets import` from two machines at once (both staged, then a barrier): two whole
+    versions, each holding its own file's rows."""
+    procs, files = [], {}
+    for worker in (0, 1):
+        state = tmp_path / f"machine-{worker}"
+        state.mkdir()
+        rows = [
+            {
+                "messages": [
+                    {"role": "user", "content": f"q{worker}-{i}"},
+                    {"role": "assistant", "content": f"a{i}"},
+                ]
+            }
+            for i in range(5)
+        ]
+        files[worker] = state / "rows.jsonl"
+        files[worker].write_text("".join(json.dumps(r) + "\n" for r in rows))
+        env = {
+            **os.environ,
+            "PTF_HOME": s3_home,
+            SEAM_ENV: _seam("staged", tmp_path / "barrier", parties=2),
+            "COLUMNS": "200",
+            "NO_COLOR": "1",
+        }
+        procs.append(
+            subprocess.Popen(
+                [*PTF, "datasets", "import", str(files[worker]), "--name", "imported", "--json"],
+                cwd=state,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    outputs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    committed = _assert_committed_versions_whole(s3_home, "imported")
+    assert sorted(committed) == [1, 2]
+    contents = set()
+    for _, ids in committed.values():
+        assert len(ids) == 5
+        contents.add(frozenset(ids))
+    assert len(contents) == 2  # not one file twice
+    assert not keys(s3_home, "datasets/imported/.staging")
