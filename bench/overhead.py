@@ -19,10 +19,10 @@ import argparse
 import importlib.util
 import json
 import statistics
-import zlib
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +118,9 @@ def _output_tokens(table: pa.Table) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -168,7 +170,9 @@ def main() -> None:
     tokens = _output_tokens(table)
     engine_s = tokens / ENGINE_TOKENS_PER_S
     scale = 100_000 / args.rows
-    print(f"{args.rows:,} rows, median of {args.repeats} runs; engine and sandbox replaced by precomputed answers")
+    print(
+        f"{args.rows:,} rows, median of {args.repeats} runs; engine and sandbox replaced by precomputed answers"
+    )
     print(f"{'stage':<16} {'seconds':>8} {'rows/s':>10} {'own s/100k':>11} {'apart':>26}")
     own_total = 0.0
     report: dict[str, Any] = {"rows": args.rows, "stages": {}}
