@@ -15,6 +15,7 @@ finished chunk immediately, so a run killed half-way re-sends nothing that finis
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -33,6 +34,7 @@ __all__ = [
     "Prompt",
     "SamplingParams",
     "TokenLogprobs",
+    "request_seeds",
 ]
 
 Conversation = list[dict[str, str]]
@@ -77,6 +79,21 @@ class Completion:
 
 
 FAILED = "error: "
+
+
+def request_seeds(params: SamplingParams, conversation: Any) -> list[int]:
+    """One seed per sample of a request, from (seed, request): the same request draws the same
+    text whatever else shares its batch. The request is everything its cache key holds but the
+    model (the params without n, so n=2 and n=4 share their first two samples)."""
+    request = json.dumps(
+        [params.seed, {**params.to_dict(), "n": None}, conversation],
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    digest = hashlib.sha256(request.encode("utf-8")).digest()
+    base = int.from_bytes(digest[:8], "big") >> 1
+    return [(base + i * 0x9E3779B97F4A7C15) % (1 << 63) for i in range(params.n)]
 
 
 def failed_completion(message: str) -> Completion:
@@ -127,6 +144,19 @@ class Engine(ABC):
     backend = "abstract"
     supports_json_schema = False
 
+    def cache_identity(self) -> str:
+        """What, besides the request, decides an answer: the model, the backend, its quantization
+        and version. Part of every cache key, so one backend is never served another's answers."""
+        return json.dumps(
+            [self.model_id, self.backend, self.quantization(), self.engine_version()], separators=(",", ":")
+        )
+
+    def quantization(self) -> str:
+        return "none"
+
+    def engine_version(self) -> str:
+        return "0"
+
     # -- backends implement these ------------------------------------------------------------
 
     @abstractmethod
@@ -152,7 +182,8 @@ class Engine(ABC):
     # -- the cached public interface ---------------------------------------------------------
 
     def chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
-        keys = [request_key("chat", self.model_id, params.to_dict(), conv) for conv in conversations]
+        identity = self.cache_identity()
+        keys = [request_key("chat", identity, params.to_dict(), conv) for conv in conversations]
         found = self.cache.get_many(keys) if self.cache is not None else {}
         results: dict[str, list[Completion]] = {
             k: [Completion.from_dict(c) for c in v] for k, v in found.items()
@@ -179,8 +210,9 @@ class Engine(ABC):
         return [results[k] for k in keys]
 
     def score(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[TokenLogprobs]:
+        identity = self.cache_identity()
         keys = [
-            request_key("score", self.model_id, {}, {"prompt": p, "continuation": c})
+            request_key("score", identity, {}, {"prompt": p, "continuation": c})
             for p, c in zip(prompts, continuations, strict=True)
         ]
         found = self.cache.get_many(keys) if self.cache is not None else {}
@@ -205,7 +237,8 @@ class Engine(ABC):
         the choices need not cover the vocabulary). Cached like every other request."""
         if not choices:
             raise ValueError("choice_logprobs needs at least one choice")
-        keys = [request_key("choices", self.model_id, {"choices": list(choices)}, p) for p in prompts]
+        identity = self.cache_identity()
+        keys = [request_key("choices", identity, {"choices": list(choices)}, p) for p in prompts]
         found = self.cache.get_many(keys) if self.cache is not None else {}
         results: dict[str, list[float]] = {k: [float(x) for x in v] for k, v in found.items()}
         self.stats.cache_hits += sum(1 for k in keys if k in results)

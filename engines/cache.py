@@ -1,7 +1,9 @@
 """The content-addressed response cache shared by every stage that calls an engine.
 
-A request's key is the sha256 of (kind, model id, sampling params, messages) in canonical
-JSON; its answer is stored as JSON in SQLite (WAL mode, so readers never block the writer
+A request's key is the sha256 of (kind, engine identity, sampling params, messages) in
+canonical JSON, where the identity is the model, backend, quantization and engine version
+(:meth:`~ptfactory.engines.base.Engine.cache_identity`), so a new backend is never served another
+backend's answers; its answer is stored as JSON in SQLite (WAL mode, so readers never block the writer
 and several processes can share it). Engines write each finished chunk at once: after a
 crash, a rerun finds everything that finished and sends only the rest.
 """

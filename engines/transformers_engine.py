@@ -1,15 +1,23 @@
 """The embedded default engine: Hugging Face transformers on CPU (or one GPU), batched.
 
-No structured-output support (``supports_json_schema`` is false): judges on this backend read
-their score from the model's probabilities over the score tokens (``choice_logprobs``: one
-batched prefill, no decoding). A model without a chat template (a base model) can score
-string prompts but not chat.
+- Generation: each fixed request chunk is cut into batches of prompts of similar length (less
+  padding); sampling draws from per-request generators seeded from (seed, request), so a
+  request's text does not depend on its batch (:mod:`~ptfactory.engines.constrained`).
+- Constrained JSON (``supports_json_schema``): ``params.json_schema`` masks every token the
+  schema does not allow (llguidance), so a reply that finishes (``finish_reason`` ``stop``) parses
+  and validates; one cut by ``max_tokens`` says ``length``. Stop strings are not applied to
+  constrained replies (the grammar decides where the JSON ends).
+- Scoring: batches of (prompt, continuation) padded on the right (causal attention: the padding
+  after a row changes none of its logits), sorted by length.
+
+A model without a chat template (a base model) can score string prompts but not chat.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +28,17 @@ from ptfactory.engines.base import (
     Prompt,
     SamplingParams,
     TokenLogprobs,
+    request_seeds,
 )
 from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.engines.scoring import score_token_ids
 from ptfactory.errors import EngineError
 
 __all__ = ["TransformersEngine"]
+
+# Bumped when this engine's outputs change for the same request (e.g. how sampling is seeded),
+# so the cache does not serve the old behaviour's answers.
+_REVISION = "2"
 
 
 @dataclass
@@ -37,8 +50,22 @@ class TransformersEngine(Engine):
     threads: int | None = None
 
     backend = "transformers"
+    supports_json_schema = True
     _model: Any = field(default=None, init=False, repr=False)
     _tokenizer: Any = field(default=None, init=False, repr=False)
+    _grammars: Any = field(default=None, init=False, repr=False)
+
+    def _dtype(self) -> str:
+        if self.dtype != "auto":
+            return self.dtype
+        return "float32" if self.device == "cpu" else "bfloat16"
+
+    def quantization(self) -> str:
+        return self._dtype()
+
+    def engine_version(self) -> str:
+        versions = (importlib.metadata.version(p) for p in ("transformers", "torch"))
+        return f"r{_REVISION} transformers={next(versions)} torch={next(versions)}"
 
     def _load(self) -> tuple[Any, Any]:
         if self._model is None:
@@ -54,13 +81,8 @@ class TransformersEngine(Engine):
             local = Path(path).is_dir()
             try:
                 tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local)
-                dtype = (
-                    self.dtype
-                    if self.dtype != "auto"
-                    else ("float32" if self.device == "cpu" else "bfloat16")
-                )
                 model: Any = AutoModelForCausalLM.from_pretrained(
-                    path, dtype=getattr(torch, dtype), local_files_only=local
+                    path, dtype=getattr(torch, self._dtype()), local_files_only=local
                 )
             except OSError as exc:
                 raise EngineError(f"cannot load model {path!r}: {exc}") from exc
@@ -72,38 +94,67 @@ class TransformersEngine(Engine):
         return self._model, self._tokenizer
 
     def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
-        results: list[list[Completion]] = []
-        for start in range(0, len(conversations), self.batch_size):
-            results.extend(self._generate(conversations[start : start + self.batch_size], params))
-        return results
-
-    def _generate(self, batch: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
-        import torch
-
-        model, tokenizer = self._load()
+        _, tokenizer = self._load()
         if tokenizer.chat_template is None:
             raise EngineError(
                 f"model {self.model_path!r} has no chat template, so it cannot chat; use an "
                 "instruct/chat model, or (judges) prompt: completion with scoring: probability"
             )
+        # similar lengths share a batch (less padding); per-request seeds make the order irrelevant
+        lengths = [
+            len(tokenizer.apply_chat_template(list(c), add_generation_prompt=True, tokenize=False))
+            for c in conversations
+        ]
+        order = sorted(range(len(conversations)), key=lambda i: lengths[i])
+        results: dict[int, list[Completion]] = {}
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            for i, group in zip(
+                batch, self._generate([conversations[i] for i in batch], params), strict=True
+            ):
+                results[i] = group
+        return [results[i] for i in range(len(conversations))]
+
+    def _processors(self, batch: Sequence[Conversation], params: SamplingParams) -> list[Any]:
+        from ptfactory.engines.constrained import GrammarCache, SeededSampler
+
+        processors: list[Any] = []
+        rows = len(batch) * params.n
+        if params.json_schema is not None:
+            if self._grammars is None:
+                self._grammars = GrammarCache(self._tokenizer, int(self._model.config.vocab_size))
+            processors.append(self._grammars.constraint(params.json_schema, rows))
+        if params.temperature > 0:
+            # row r of generate's output is sample r % n of request r // n
+            seeds = [s for conv in batch for s in request_seeds(params, conv)]
+            processors.append(SeededSampler(seeds, params.temperature, params.top_p, self.device))
+        return processors
+
+    def _generate(self, batch: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
+        import torch
+        from transformers import LogitsProcessorList
+
+        model, tokenizer = self._load()
         encoded = tokenizer.apply_chat_template(
             list(batch), add_generation_prompt=True, return_tensors="pt", padding=True, return_dict=True
-        ).to(self.device)
-        if params.seed is not None:
-            torch.manual_seed(params.seed)
-        sample = params.temperature > 0
+        )
+        # n samples per request as n rows (generate's num_return_sequences refuses greedy n > 1)
+        encoded = {k: v.repeat_interleave(params.n, dim=0).to(self.device) for k, v in encoded.items()}
+        if params.seed is None:
+            params = replace(params, seed=int(torch.randint(0, 2**62, ()).item()))
+        # sampling happens in the seeded processor; generate then only takes its one token
         kwargs: dict[str, Any] = {
             "max_new_tokens": params.max_tokens,
-            "do_sample": sample,
-            "num_return_sequences": params.n,
+            "do_sample": False,
             "pad_token_id": tokenizer.pad_token_id,
+            "temperature": None,
+            "top_p": None,
+            "top_k": None,
+            "logits_processor": LogitsProcessorList(self._processors(batch, params)),
         }
-        if sample:
-            kwargs.update(temperature=params.temperature, top_p=params.top_p)
-        else:
-            kwargs.update(temperature=None, top_p=None, top_k=None)
-        if params.stop:
-            kwargs.update(stop_strings=list(params.stop), tokenizer=tokenizer)
+        stops = params.stop if params.json_schema is None else ()
+        if stops:
+            kwargs.update(stop_strings=list(stops), tokenizer=tokenizer)
         with torch.inference_mode():
             output = model.generate(**encoded, **kwargs)
         width = encoded["input_ids"].shape[1]
@@ -117,10 +168,10 @@ class TransformersEngine(Engine):
                 length = next((i for i, t in enumerate(generated) if t in eos), len(generated))
                 text = tokenizer.decode(generated[:length], skip_special_tokens=True)
                 finish = "stop" if length < len(generated) or length < params.max_tokens else "length"
-                for stop in params.stop:
+                for stop in stops:
                     if stop in text:
                         text, finish = text.split(stop, 1)[0], "stop"
-                group.append(Completion(text, int(prompt_lengths[index]), length, finish))
+                group.append(Completion(text, int(prompt_lengths[index * params.n]), length, finish))
             completions.append(group)
         return completions
 
@@ -162,21 +213,37 @@ class TransformersEngine(Engine):
         import torch
 
         model, tokenizer = self._load()
-        results = []
-        for prompt, continuation in zip(prompts, continuations, strict=True):
-            context, cont_ids = score_token_ids(tokenizer, prompt, continuation)
-            if not cont_ids:
-                results.append(TokenLogprobs([], []))
-                continue
-            ids = torch.tensor([context + cont_ids], device=self.device)
+        pairs = [score_token_ids(tokenizer, p, c) for p, c in zip(prompts, continuations, strict=True)]
+        results: dict[int, TokenLogprobs] = {
+            i: TokenLogprobs([], []) for i, (_, cont) in enumerate(pairs) if not cont
+        }
+        order = sorted(
+            (i for i in range(len(pairs)) if i not in results), key=lambda i: sum(map(len, pairs[i]))
+        )
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            rows = [pairs[i][0] + pairs[i][1] for i in batch]
+            width = max(map(len, rows))
+            # right padding: causal attention means no real token sees the padding after it
+            input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, ids in enumerate(rows):
+                input_ids[row, : len(ids)] = torch.tensor(ids)
+                mask[row, : len(ids)] = 1
             with torch.inference_mode():
-                logits = model(ids).logits[0, len(context) - 1 : -1]
-            logprobs = torch.log_softmax(logits.float(), dim=-1)
-            picked = logprobs.gather(1, torch.tensor(cont_ids, device=self.device)[:, None])[:, 0]
-            results.append(
-                TokenLogprobs([tokenizer.decode([t]) for t in cont_ids], [float(x) for x in picked.tolist()])
-            )
-        return results
+                logits = model(
+                    input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device)
+                ).logits
+            for row, i in enumerate(batch):
+                context, cont_ids = pairs[i]
+                span = logits[row, len(context) - 1 : len(context) + len(cont_ids) - 1]
+                logprobs = torch.log_softmax(span.float(), dim=-1)
+                picked = logprobs.gather(1, torch.tensor(cont_ids, device=self.device)[:, None])[:, 0]
+                results[i] = TokenLogprobs(
+                    [tokenizer.decode([t]) for t in cont_ids], [float(x) for x in picked.tolist()]
+                )
+        return [results[i] for i in range(len(pairs))]
 
     def close(self) -> None:
         self._model = None

@@ -102,6 +102,9 @@ def probability_vote(logprobs: list[float]) -> tuple[float | None, float, float]
     return 1.0 + (expected - 1.0) * 9.0 / 8.0, confidence, mass
 
 
+_SERVED = ("vllm", "openai")  # backends whose constrained decoding is the server's, batched
+
+
 @dataclass
 class LLMJudge(Judge):
     engine: Engine | None = None
@@ -120,11 +123,14 @@ class LLMJudge(Judge):
 
     @property
     def method(self) -> str:
-        """The scoring this judge uses: ``auto`` resolves to json where the engine constrains it."""
+        """The scoring this judge uses: ``auto`` resolves to json where a server constrains it (vLLM,
+        OpenAI), else probability: on an embedded engine prefill alone is much cheaper than decoding
+        a constrained reply, though the transformers engine can constrain one too."""
         if self.scoring != "auto":
             return self.scoring
         assert self.engine is not None
-        return "json" if self.engine.supports_json_schema and self.prompt_style == "chat" else "probability"
+        served = self.engine.supports_json_schema and self.engine.backend in _SERVED
+        return "json" if served and self.prompt_style == "chat" else "probability"
 
     def _render(self, name: str, row: dict[str, Any]) -> str:
         if name not in self._templates:
