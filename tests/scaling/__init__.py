@@ -1,0 +1,1 @@
+"""Tests of running past one machine: PostgreSQL-backed Dagster, Ray."""
