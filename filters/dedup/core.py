@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -179,6 +180,7 @@ def deduplicate(
     config: DedupConfig | None = None,
     priority: np.ndarray | None = None,
     hashed: Hashed | None = None,
+    candidates: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> DedupResult:
     """Cluster near-duplicate ``texts``; each cluster keeps the row with the lowest ``priority``
     (default: the first row), so the keeper is deterministic.
@@ -188,6 +190,11 @@ def deduplicate(
     joins verified pairs into components; within a component the best-ranked row keeps every
     row verified similar *to it*, and the rest form further clusters the same way, so a dropped
     row is always a near duplicate of the row that was kept for it, not merely of a neighbour.
+
+    ``candidates``, given the rows that take part in LSH (exact-unique, with shingles), returns
+    the pairs of positions among them that share a band bucket, as :func:`candidate_pairs` would:
+    how the Ray path (:mod:`ptfactory.filters.dedup.distributed`) plugs in its band shuffle while
+    every rule below stays here.
     """
     config = config or DedupConfig()
     started = time.perf_counter()
@@ -222,7 +229,10 @@ def deduplicate(
 
     # 2. near duplicates among the exact-unique rows: LSH candidates, verified
     bands, rows = config.bands
-    if hashed.keys is not None and hashed.usable is not None:
+    if candidates is not None:
+        usable = unique[(sig[unique] != EMPTY).any(axis=1)]
+        pairs = candidates(usable)
+    elif hashed.keys is not None and hashed.usable is not None:
         usable = unique[hashed.usable[unique]]
         pairs = candidate_pairs(hashed.keys[usable])
     else:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
-from ptfactory.filters.dedup.core import DedupConfig, deduplicate
+from ptfactory.filters.dedup.core import DedupConfig, DedupResult, deduplicate
 from ptfactory.filters.dedup.index import PublishedIndex
 from ptfactory.storage.schema import add_decision, dropped_mask, row_texts, set_score
 
@@ -43,14 +44,19 @@ def _priority(table: pa.Table) -> np.ndarray:
 
 
 def dedup_samples(
-    table: pa.Table, config: DedupConfig, index: PublishedIndex | None = None
+    table: pa.Table,
+    config: DedupConfig,
+    index: PublishedIndex | None = None,
+    engine: Callable[[pa.Array, DedupConfig, np.ndarray], DedupResult] | None = None,
 ) -> tuple[pa.Table, DedupStats]:
-    """Every row back, with ``scores.dedup`` and a ``dedup`` decision; rows dropped upstream pass through."""
+    """Every row back, with ``scores.dedup`` and a ``dedup`` decision; rows dropped upstream pass through.
+
+    ``engine`` replaces :func:`deduplicate` with a function of the same contract (the Ray path)."""
     started = time.perf_counter()
     stats = DedupStats(rows_in=table.num_rows)
     live = np.nonzero(~np.asarray(dropped_mask(table).to_pylist(), dtype=bool))[0]
     subset = table.take(pa.array(live, pa.int64()))
-    result = deduplicate(row_texts(subset), config, _priority(subset))
+    result = (engine or deduplicate)(row_texts(subset), config, _priority(subset))
     ids = subset.column("sample_id").to_pylist()
     published: list[tuple[str, float] | None] = [None] * len(ids)
     if index is not None:

