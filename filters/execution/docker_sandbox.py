@@ -63,6 +63,7 @@ class _Slot:
         self.stderr = bytearray()
         self.jobs = 0
         self.discarded = False
+        self.tree: str | None = None  # an episode's workspace hash after its last job
         self.cgroup = Path(f"/sys/fs/cgroup/memory/docker/{container.id}/memory.oom_control")
 
     def oom_kills(self) -> int:
@@ -237,6 +238,36 @@ class DockerSandbox(Sandbox):
         ):
             container.remove(force=True)
 
+    # -- an agent episode: one container held for all its steps (filters/execution/episode.py) --
+
+    def lease(self) -> _Slot:
+        """A warm container for one episode; its workspace lives until :meth:`end_lease`."""
+        return self._acquire()
+
+    def run_leased(
+        self,
+        slot: _Slot,
+        directory: str,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        limits: Limits,
+    ) -> tuple[ExecResult, str | None]:
+        """One step in the leased container's persistent ``directory``: the result and the
+        workspace hash after it (None when the step took the container down)."""
+        if slot.discarded:
+            return ExecResult("sandbox_error", None, 0.0, detail="the episode's container is gone"), None
+        try:
+            result = self._run_in(slot, files, command, limits, persist=directory)
+        except Exception as exc:  # a broken container is a sandbox_error, never a crash
+            self._discard(slot)
+            return ExecResult("sandbox_error", None, 0.0, detail=f"{type(exc).__name__}: {exc}"), None
+        return result, None if slot.discarded else slot.tree
+
+    def end_lease(self, slot: _Slot) -> None:
+        """Destroy the episode's container; the next lease starts a fresh one (not before: after
+        the last episode of a run it would be made only to be removed)."""
+        self._discard(slot)
+
     # -- a job --------------------------------------------------------------------------------
 
     def run(
@@ -255,10 +286,15 @@ class DockerSandbox(Sandbox):
             self._release(slot, recycle)
 
     def _run_in(
-        self, slot: _Slot, files: Mapping[str, str | bytes], command: Sequence[str], limits: Limits
+        self,
+        slot: _Slot,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        limits: Limits,
+        persist: str | None = None,
     ) -> ExecResult:
         job_id = uuid.uuid4().hex
-        job_dir = f"/work/j{job_id[:16]}"
+        job_dir = persist or f"/work/j{job_id[:16]}"
         oom_before = slot.oom_kills()
         watchdog_fired = threading.Event()
 
@@ -283,6 +319,7 @@ class DockerSandbox(Sandbox):
                     "timeout": limits.timeout_s,
                     "output_bytes": limits.output_bytes,
                     "keep": limits.tail_bytes + 1,  # one more byte than the tail says "truncated"
+                    "persist": persist is not None,
                 }
             )
             answer = slot.receive()
@@ -307,6 +344,7 @@ class DockerSandbox(Sandbox):
             return ExecResult("sandbox_error", None, duration_ms, detail=f"sandbox runner: {answer['error']}")
         if not answer["clean"]:
             self._discard(slot)  # processes or files it could not remove: never reuse
+        slot.tree = answer.get("tree")
         exit_code = int(answer["exit_code"])
         duration_ms = float(answer["duration_ms"])
         stdout_tail = tail(base64.b64decode(answer["stdout"]), limits.tail_bytes)

@@ -20,11 +20,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import hashlib
 import json
 import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -118,9 +120,37 @@ class _Tail:
             del self.data[: len(self.data) - self.keep]
 
 
+def _tree_hash(directory: str) -> str:
+    """sha256 over the workspace's paths, kinds, modes and contents (regular files only are read,
+    never followed links or FIFOs): agent episodes record it after every step, and replay compares it."""
+    digest = hashlib.sha256()
+    for root, dirs, names in os.walk(directory):
+        dirs.sort()
+        for name in sorted(dirs + names):
+            path = os.path.join(root, name)
+            info = os.lstat(path)
+            digest.update(f"{os.path.relpath(path, directory)}\0{info.st_mode:o}\0".encode())
+            if stat.S_ISLNK(info.st_mode):
+                digest.update(os.readlink(path).encode())
+            elif stat.S_ISREG(info.st_mode):
+                try:
+                    with open(path, "rb") as handle:
+                        for block in iter(lambda: handle.read(1 << 20), b""):
+                            digest.update(block)
+                except OSError:  # a file the job made unreadable is hashed by its mode alone
+                    digest.update(b"\0unreadable")
+            digest.update(b"\n")
+    return digest.hexdigest()
+
+
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     directory = job["dir"]
-    os.mkdir(directory, 0o700)
+    # an agent episode keeps its workspace across jobs: it is created once and never emptied
+    persist = bool(job.get("persist"))
+    if persist:
+        os.makedirs(directory, 0o700, exist_ok=True)
+    else:
+        os.mkdir(directory, 0o700)
     for name, content in job["files"].items():
         path = os.path.join(directory, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -179,8 +209,10 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     process.stdout.close()
     process.stderr.close()
     os.close(exited)
-    clean = _empty("/work") and _empty("/tmp") and clean
+    tree = _tree_hash(directory) if persist else None
+    clean = (persist or _empty("/work")) and _empty("/tmp") and clean
     return {
+        "tree": tree,
         "exit_code": 137 if overran else exit_code,
         "duration_ms": duration_ms,
         "flooded": flooded,

@@ -11,6 +11,7 @@ module             commands
 ``pull``           ``ptf pull``, ``ptf lineage``
 ``files``          ``ptf dedup``, ``ptf validate``
 ``sandbox``        ``ptf sandbox build|run``
+``agent``          ``ptf agent run|replay``
 ``annotate``       ``ptf annotate up|down|status|adduser|push|pull``
 ``train``          ``ptf train``
 ``judge``          ``ptf judge``
@@ -42,6 +43,7 @@ from ptfactory.pipelines.cli import (  # noqa: F401 - imported for their registr
     files,
     judge,
     sandbox,
+    agent,
     annotate,
     train,
     ui,

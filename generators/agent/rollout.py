@@ -1,0 +1,280 @@
+"""Rollouts: ``n`` episodes per task, driven by any engine, all live episodes advancing together.
+
+Each step is one batched ``engine.chat`` call over the live episodes (one per distinct reply
+schema; identical conversations are asked once with ``n`` completions, so rollouts that share a
+history still sample independently), then every episode's tool call runs in parallel, up to the
+pool's size. An episode ends on a final answer, a passing check, ``max_steps``, ``time_limit_s``
+or a container a step took down. At most ``pool.workers`` episodes are live at once (each holds
+a container); more run in waves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ptfactory.engines.base import Completion, Engine, SamplingParams
+from ptfactory.filters.execution.episode import Episode, EpisodePool, StepResult
+from ptfactory.generators.agent.policy import Action, parse_reply, reply_schema, system_prompt
+from ptfactory.generators.agent.rewards import RewardWeights, step_rewards
+from ptfactory.generators.agent.tasks import AgentTask
+from ptfactory.generators.agent.tools import CheckState, execute_call
+
+__all__ = ["RolloutConfig", "run_rollouts", "trajectory_id"]
+
+_PROMPT_OUTPUT_CHARS = 1500  # of a tool's output, shown to the model (the record keeps the tail)
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    rollouts: int = 1
+    temperature: float = 0.7
+    max_tokens: int = 256
+    seed: int = 0
+    max_steps: int | None = None  # overrides every task's own budget when set (tests, smoke runs)
+    weights: RewardWeights = field(default_factory=RewardWeights)
+
+
+class _Run:
+    """One live episode: its sandbox, its record and the conversation the engine sees."""
+
+    def __init__(self, task: AgentTask, rollout: int, episode: Episode, max_steps: int) -> None:
+        self.task, self.rollout, self.episode = task, rollout, episode
+        self.max_steps = max_steps
+        self.started = time.perf_counter()
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system_prompt(task)},
+            {"role": "user", "content": task.instruction},
+        ]
+        self.steps: list[dict[str, Any]] = []
+        self.check = CheckState(episode, task)
+        self.initial = {"index": -1, "kind": "check", **self.check.run()}
+        self.stop_reason = ""
+        self.solved = False
+
+    @property
+    def done(self) -> bool:
+        return bool(self.stop_reason)
+
+    def conversation(self) -> list[dict[str, str]]:
+        """The plain {role, content} view every backend takes (tool results as user turns)."""
+        plain = []
+        for message in self.messages:
+            if message["role"] == "tool":
+                text = message["content"]
+                if len(text) > _PROMPT_OUTPUT_CHARS:
+                    text = "…" + text[-_PROMPT_OUTPUT_CHARS:]
+                plain.append({"role": "user", "content": f"[{message['name']} result]\n{text}"})
+            else:
+                plain.append({"role": message["role"], "content": message["content"] or ""})
+        return plain
+
+    def act(self, completion: Completion) -> None:
+        """Parse the reply, run its call, record the step, and decide whether the episode ends."""
+        action = parse_reply(completion.text, self.task)
+        index = len(self.steps)
+        step: dict[str, Any] = {
+            "index": index,
+            "kind": action.kind,
+            "name": action.name,
+            "arguments": json.dumps(action.arguments, sort_keys=True)
+            if action.arguments is not None
+            else None,
+            "error": action.error,
+            "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens,
+            "finish_reason": completion.finish_reason,
+            "checked": False,
+            "call": action.call,
+        }
+        if action.kind == "tool":
+            assert action.name is not None and action.arguments is not None
+            result = execute_call(self.episode, self.task, action.name, action.arguments)
+            if result.status == "policy_violation":
+                step["kind"] = "policy_violation"
+            step.update(_result_fields(result))
+            if action.name == "run_tests" and result.status != "policy_violation":
+                step.update(self.check.record(result))
+            elif self.check.needed(result.tree_hash):
+                step.update(self.check.run())
+        self._record_messages(index, completion.text, action, step)
+        self.steps.append(step)
+        self._decide(action)
+
+    def _record_messages(self, index: int, text: str, action: Action, step: dict[str, Any]) -> None:
+        if action.kind in ("tool", "invalid"):
+            call_id = f"call_{index}"
+            self.messages.append(
+                {
+                    "role": "assistant",
+                    "content": text,
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": action.name, "arguments": step["arguments"] or "{}"},
+                        }
+                    ],
+                }
+            )
+            if step["kind"] == "invalid":
+                content = f"error: {action.error}"
+            elif step["kind"] == "policy_violation":
+                content = f"refused: {step['error']}"
+            else:
+                content = f"exit code {step['exit_code']}\n{step['output_tail']}"
+            self.messages.append(
+                {"role": "tool", "tool_call_id": call_id, "name": action.name, "content": content}
+            )
+        elif action.kind == "final":
+            self.messages.append({"role": "assistant", "content": text})
+        else:
+            self.messages.append({"role": "assistant", "content": text})
+            self.messages.append({"role": "user", "content": f"error: {action.error}"})
+
+    def _decide(self, action: Action) -> None:
+        if not self.episode.alive:
+            self.stop_reason = "sandbox_gone"
+        elif action.kind == "final":
+            if self.check.needed(self.steps[-1].get("tree_hash")) or self.check.last_hash is None:
+                self.steps[-1].update(self.check.run())
+            self.stop_reason = "final_answer"
+        elif self.check.passed:
+            self.stop_reason = "check_passed"
+        elif len(self.steps) >= self.max_steps:
+            self.stop_reason = "max_steps"
+        elif time.perf_counter() - self.started > self.task.time_limit_s:
+            self.stop_reason = "time_limit"
+        self.solved = self.check.passed if self.stop_reason else False
+
+    def row(self, model: str, weights: RewardWeights) -> dict[str, Any]:
+        counts = self.initial.get("tests_passed"), self.initial.get("tests_total")
+        initial = (counts[0], counts[1]) if counts[0] is not None and counts[1] is not None else None
+        rewards = step_rewards(self.steps, self.solved, initial, weights)
+        for step, reward in zip(self.steps, rewards, strict=True):
+            step["reward"] = reward
+        parsed = sum(1 for s in self.steps if s["kind"] not in ("unparsable",))
+        return {
+            "sample_id": trajectory_id(self.task.id, self.rollout, self.messages),
+            "kind": "agent",
+            "task_id": self.task.id,
+            "rollout": self.rollout,
+            "instruction": self.task.instruction,
+            "task": self.task.to_json(),
+            "tools": json.dumps(self.task.tools, sort_keys=True),
+            "messages": self.messages,
+            "steps": self.steps,
+            "initial_hash": self.episode.initial_hash,
+            "initial_check": self.initial,
+            "solved": self.solved,
+            "stop_reason": self.stop_reason,
+            "n_steps": len(self.steps),
+            "wall_s": round(time.perf_counter() - self.started, 3),
+            "sandbox_s": round(self.episode.sandbox_s, 3),
+            "prompt_tokens": sum(s["prompt_tokens"] for s in self.steps),
+            "completion_tokens": sum(s["completion_tokens"] for s in self.steps),
+            "parse_rate": parsed / len(self.steps) if self.steps else 0.0,
+            "violations": sum(1 for s in self.steps if s["kind"] == "policy_violation"),
+            "reward": round(sum(rewards), 6),
+            "model": model,
+        }
+
+
+def _result_fields(result: StepResult) -> dict[str, Any]:
+    return {
+        "status": result.status,
+        "exit_code": result.exit_code,
+        "duration_ms": result.duration_ms,
+        "output_tail": result.output,
+        "tree_hash": result.tree_hash,
+        "error": result.detail if result.status == "policy_violation" else "",
+    }
+
+
+def trajectory_id(task_id: str, rollout: int, messages: list[dict[str, Any]]) -> str:
+    """Hashes the whole conversation, tool calls and tool results included."""
+    body = json.dumps([task_id, rollout, messages], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _ask(engine: Engine, runs: Sequence[_Run], config: RolloutConfig) -> list[Completion]:
+    """One completion per run: one batched chat call per distinct reply schema."""
+    answers: list[Completion | None] = [None] * len(runs)
+    groups: dict[str, list[int]] = {}
+    schemas: dict[str, dict[str, Any] | None] = {}
+    for i, run in enumerate(runs):
+        schema = reply_schema(run.task, final=bool(run.steps)) if engine.supports_json_schema else None
+        key = json.dumps(schema, sort_keys=True)
+        groups.setdefault(key, []).append(i)
+        schemas[key] = schema
+    for key, members in groups.items():
+        unique: dict[str, list[int]] = {}
+        conversations: dict[str, list[dict[str, str]]] = {}
+        for i in members:
+            conversation = runs[i].conversation()
+            text = json.dumps(conversation, sort_keys=True)
+            unique.setdefault(text, []).append(i)
+            conversations[text] = conversation
+        params = SamplingParams(
+            n=max(len(v) for v in unique.values()),
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            seed=config.seed,
+            json_schema=schemas[key],
+        )
+        replies = engine.chat([conversations[t] for t in unique], params)
+        for (_, indices), completions in zip(unique.items(), replies, strict=True):
+            for j, i in enumerate(indices):
+                answers[i] = completions[j % len(completions)]
+    return [a for a in answers if a is not None]
+
+
+def run_rollouts(
+    tasks: Sequence[AgentTask],
+    engine: Engine,
+    pool: EpisodePool,
+    config: RolloutConfig | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Trajectory rows (see :mod:`~ptfactory.generators.agent.record`), tasks × rollouts of them."""
+    config = config or RolloutConfig()
+    say = progress or (lambda _: None)
+    planned = [(task, k) for task in tasks for k in range(config.rollouts)]
+    rows: list[dict[str, Any]] = []
+    with ThreadPoolExecutor(max_workers=max(pool.workers, 1)) as threads:
+        for start in range(0, len(planned), pool.workers):
+            wave = planned[start : start + pool.workers]
+
+            def begin(item: tuple[AgentTask, int]) -> _Run:
+                task, k = item
+                budget = config.max_steps or task.max_steps
+                episode = pool.open(task.files)
+                try:
+                    return _Run(task, k, episode, min(budget, task.max_steps))
+                except BaseException:
+                    episode.close()
+                    raise
+
+            runs = list(threads.map(begin, wave))
+            try:
+                for step in range(max(r.max_steps for r in runs)):
+                    live = [r for r in runs if not r.done]
+                    if not live:
+                        break
+                    completions = _ask(engine, live, config)
+                    list(threads.map(lambda pair: pair[0].act(pair[1]), zip(live, completions, strict=True)))
+                    solved = sum(1 for r in runs if r.solved)
+                    say(
+                        f"episodes {start + 1}-{start + len(wave)}/{len(planned)}: step {step + 1}, "
+                        f"{sum(1 for r in runs if not r.done)} live, {solved} solved"
+                    )
+            finally:
+                list(threads.map(lambda r: r.episode.close(), runs))
+            policy = json.dumps({"mode": pool.policy.mode, "rules": list(pool.policy.rules)})
+            rows.extend({**r.row(engine.model_id, config.weights), "policy": policy} for r in runs)
+    return rows
