@@ -2,7 +2,6 @@
 validation, and hostile steps contained, recorded as failed steps, with the pool still serving
 other episodes."""
 
-import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,6 +13,7 @@ from ptfactory.filters.execution.bwrap_sandbox import BwrapSandbox, bwrap_availa
 from ptfactory.filters.execution.docker_sandbox import DockerSandbox
 from ptfactory.filters.execution.episode import EpisodePool
 from ptfactory.filters.execution.limits import Limits
+from tests.sandboxes import assert_no_containers_left
 
 pytestmark = pytest.mark.integration
 LIMITS = Limits(timeout_s=4, memory_mb=128, pids=32, output_bytes=1 << 20, workdir_mb=32)
@@ -25,13 +25,7 @@ def pool() -> Iterator[EpisodePool]:
     episodes = EpisodePool(box)
     yield episodes
     episodes.close()
-    left = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label=ptf.sandbox={box.session}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    assert left == [], "containers left behind after close()"
+    assert_no_containers_left(box.session)
 
 
 def _serves(pool: EpisodePool) -> None:
@@ -139,7 +133,8 @@ def test_many_hostile_episodes_in_parallel_and_the_pool_still_serves(pool: Episo
     _serves(pool)
 
 
-@pytest.mark.skipif(bwrap_available() is not None, reason="bwrap is not installed")
 def test_bwrap_backend_refuses_episodes_with_a_clear_message() -> None:
+    # scripts/setup-system.sh installs bubblewrap: a machine without it fails here, never skips
+    assert bwrap_available() is None, bwrap_available()
     with pytest.raises(SandboxError, match=r"agent episodes need the Docker sandbox.*bubblewrap"):
         EpisodePool(BwrapSandbox(LIMITS, 1))

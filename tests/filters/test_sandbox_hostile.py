@@ -3,7 +3,6 @@ host unchanged, and the pool still serving the next job."""
 
 import json
 import socket
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 
 from ptfactory.filters.execution.docker_sandbox import DockerSandbox
 from ptfactory.filters.execution.limits import Limits
+from tests.sandboxes import assert_no_containers_left
 
 pytestmark = pytest.mark.integration
 LIMITS = Limits(timeout_s=3, memory_mb=128, pids=32, output_bytes=1 << 20)
@@ -22,13 +22,7 @@ def sandbox() -> Iterator[DockerSandbox]:
     box = DockerSandbox(LIMITS, workers=2, jobs_per_container=50)
     yield box
     box.close()
-    left = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label=ptf.sandbox={box.session}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    assert left == [], "containers left behind after close()"
+    assert_no_containers_left(box.session)
 
 
 def _run(sandbox: DockerSandbox, code: str) -> object:

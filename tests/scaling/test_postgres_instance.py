@@ -7,6 +7,7 @@ both webservers serve."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,7 +19,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import dagster as dg
 import httpx
@@ -81,6 +81,18 @@ def pg_defs() -> dg.Definitions:
     )
 
 
+@contextlib.contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` set for the block (what the real processes are given), then as it was."""
+    saved = dict(os.environ)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @dataclass
 class Deployment:
     pg: Postgres
@@ -93,7 +105,7 @@ class Deployment:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def instance(self) -> dg.DagsterInstance:
-        with mock.patch.dict(os.environ, self.env):  # the yaml names PTF_PG_PASSWORD
+        with _environ(self.env):  # the yaml names PTF_PG_PASSWORD
             return dg.DagsterInstance.from_config(str(self.dagster_home))
 
     def graphql(self, port: int, query: str, **variables: Any) -> dict[str, Any]:
@@ -159,7 +171,7 @@ def deployment(
     _stage(home, root)
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     env.update(postgres_server.env(), PTF_HOME=str(home), PTF_CONFIG=str(config))
-    with mock.patch.dict(os.environ, env):
+    with _environ(env):
         dagster_home = instance_home(root)
     env["DAGSTER_HOME"] = str(dagster_home)
     logs = root / "logs"
