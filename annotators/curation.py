@@ -116,9 +116,7 @@ def _agrees(auto: str, label: Label) -> bool:
     return (label.verdict == "accept") == (auto == "auto_accept")
 
 
-def curate(
-    routed: pa.Table, events: pa.Table, accept_at: float = 7.0, pair_margin: float | None = 2.0
-) -> Curated:
+def curate(routed: pa.Table, events: pa.Table, accept_at: float = 7.0, pairs: bool = True) -> Curated:
     state = replay(events)
     decided = state.decided()
     routed = latest_copies(conform(routed))
@@ -188,9 +186,9 @@ def curate(
             row["annotation"] = _annotation(label, evs, original)
         row["decisions"] = trail
         out_rows.append(row)
-    if pair_margin is not None:
+    if pairs:
         present = {r["sample_id"] for r in out_rows}
-        for pair in auto_pairs(out_rows, pair_margin):
+        for pair in auto_pairs(out_rows):
             if pair["sample_id"] not in present:
                 present.add(pair["sample_id"])
                 out_rows.append(pair)

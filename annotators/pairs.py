@@ -1,6 +1,7 @@
 """Preference pairs the machines can vouch for, without a human: for one prompt, the answer that
-passed its tests over one that failed them, and the answer the judges scored higher over one they
-scored at least ``margin`` lower. (Expert A/B choices and corrections make pairs in curation.)
+passed its tests over one that failed them. (Pairs from the judges' scores are preference
+candidates, compared in both orders and routed like any row: annotators/judges/pairwise.py. Expert
+A/B choices and corrections make pairs in curation.)
 
 Pass over fail comes from two places: two candidates of one prompt (a reference that passed, a
 sampled answer that failed), and the student's attempts the difficulty stage kept
@@ -137,35 +138,23 @@ def _candidate_pair(members: list[dict[str, Any]]) -> dict[str, Any] | None:
     return _pair(passed[0], failed[0], "execution_pass_vs_fail", f"passed vs {_status(failed[0])}")
 
 
-def auto_pairs(rows: list[dict[str, Any]], margin: float = 2.0) -> list[dict[str, Any]]:
-    """At most one pair per prompt and rule (and one from student attempts); the chosen side is a
-    row no stage dropped, or a student attempt that passed the tests."""
+def auto_pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """At most one pair per code prompt from its candidates and one from the student's attempts; the
+    chosen side is a row no stage dropped, or a student attempt that passed the tests."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         messages = row["messages"] or []
         answered = (
             len(messages) >= 2 and messages[-1]["role"] == "assistant" and messages[-1]["content"].strip()
         )
-        if row["kind"] in ("sft", "code") and answered and not _unusable(row):
+        if row["kind"] == "code" and answered and not _unusable(row):
             # answers to one instruction share its id as parent (a code prompt is templated, so the
             # reference and a sampled answer can differ in the user turn)
             parent = (row.get("provenance") or {}).get("parent_id")
-            key = [row["batch"], row["kind"], parent] if parent else [row["batch"], messages[:-1]]
+            key = [row["batch"], parent] if parent else [row["batch"], messages[:-1]]
             groups[json.dumps(key, sort_keys=True)].append(row)
     pairs: list[dict[str, Any]] = []
     for group in groups.values():
         members = sorted(group, key=lambda r: r["sample_id"])
-        if members[0]["kind"] == "code":
-            pairs.extend(p for p in (_candidate_pair(members), _student_pair(members)) if p is not None)
-            continue
-        scored = [r for r in members if (r["scores"] or {}).get("judge_mean") is not None]
-        if len(scored) < 2:
-            continue
-        best = max(
-            (r for r in scored if not _dropped(r)), key=lambda r: r["scores"]["judge_mean"], default=None
-        )
-        worst = min(scored, key=lambda r: r["scores"]["judge_mean"])
-        if best is not None and best["scores"]["judge_mean"] - worst["scores"]["judge_mean"] >= margin:
-            detail = f"judge mean {best['scores']['judge_mean']:.2f} vs {worst['scores']['judge_mean']:.2f}"
-            pairs.append(_pair(best, worst, "judge_margin", detail))
+        pairs.extend(p for p in (_candidate_pair(members), _student_pair(members)) if p is not None)
     return pairs

@@ -1,7 +1,7 @@
 """Routing: auto-accept, auto-reject, or send to expert review, within a per-batch review budget.
 
 - accept: judge mean >= ``accept_at`` and spread <= ``max_spread``
-- reject: judge mean <= ``reject_at``
+- reject: judge mean <= ``reject_at`` (not a preference candidate: see :func:`_auto`)
 - review: everything else, most uncertain first, up to ``review_budget`` rows per batch; the rest
   ``wait`` (kept, never dropped) and compete for the next batches' budgets.
 
@@ -121,8 +121,10 @@ class _Candidate:
         return (-self.uncertainty, self.position, self.sample_id)
 
 
-def _auto(scores: dict[str, Any] | None, config: RoutingConfig) -> Decision | None:
-    """The automatic verdict, or None for a row that needs a human."""
+def _auto(scores: dict[str, Any] | None, config: RoutingConfig, kind: str | None = None) -> Decision | None:
+    """The automatic verdict, or None for a row that needs a human. A preference candidate is never
+    rejected automatically: a low score there means the judges' comparisons contradict the scores
+    that ordered the pair, and an expert settles which answer is better."""
     scores = scores or {}
     mean, spread = scores.get("judge_mean"), scores.get("judge_spread")
     if mean is None:
@@ -133,7 +135,7 @@ def _auto(scores: dict[str, Any] | None, config: RoutingConfig) -> Decision | No
     detail = f"mean {mean:.2f}, spread {(spread or 0.0):.2f}"
     if mean >= config.accept_at and (spread or 0.0) <= config.max_spread:
         return ("accept", "auto_accept", detail)
-    if mean <= config.reject_at:
+    if mean <= config.reject_at and kind != "preference":
         return ("reject", "auto_reject", detail)
     return None
 
@@ -188,7 +190,7 @@ def route(
     output of earlier batches; ``order``: batch keys oldest first (this batch is put last when
     missing). Counts are per reason, over every decision made here.
     """
-    rows = table.select(["sample_id", "batch", "scores"]).to_pylist()
+    rows = table.select(["sample_id", "batch", "kind", "scores"]).to_pylist()
     current = batch if batch is not None else (rows[0]["batch"] if rows else "")
     order = [b for b in (order or []) if b != current] + [current]
     position = {b: i for i, b in enumerate(order)}
@@ -197,7 +199,7 @@ def route(
     verdict: dict[int, Decision] = {}
     candidates: list[_Candidate] = []
     for i in live:
-        auto = _auto(rows[i]["scores"], config)
+        auto = _auto(rows[i]["scores"], config, rows[i]["kind"])
         if auto is not None:
             verdict[i] = auto
         else:

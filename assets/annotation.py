@@ -98,9 +98,7 @@ def curated_samples(factory: FactoryResource, routed_samples: pa.Table) -> dg.Ma
     pair, A/B choices as chosen/rejected. Rows not yet labeled keep waiting. Every batch's routed
     rows come in; a row copied into a later batch's routing counts once, in its newest copy."""
     config = factory.config
-    curated = curate(
-        routed_samples, factory.label_ledger().events(), config.routing.accept_at, config.datasets.pair_margin
-    )
+    curated = curate(routed_samples, factory.label_ledger().events(), config.routing.accept_at)
     table = curated.table
     metadata = {
         "dagster/row_count": dg.MetadataValue.int(table.num_rows),

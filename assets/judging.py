@@ -1,4 +1,6 @@
-"""``judged_samples``: every kept row (and every failing code row) scored by the judge panel.
+"""``judged_samples``: every kept row (and every failing code row) scored by the judge panel, plus
+the batch's preference candidates (each instruction's best over its worst answer, compared by every
+LLM judge in both orders: annotators/judges/pairwise.py).
 
 The metadata says, per judge, how its votes were read (constrained JSON, probabilities) and how
 many were lost; the ``judges_counted`` check fails when a judge counts fewer than
@@ -9,16 +11,19 @@ about: a model prefers its own outputs (self-preference).
 
 import dagster as dg
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ptfactory.annotators.judges import LLMJudge, Panel, PanelReport
-from ptfactory.annotators.judges.pairwise import PairwiseJudge, candidate_pairs, swap_consistency
+from ptfactory.annotators.judges.pairwise import PairwiseReport, preference_candidates
+from ptfactory.annotators.judges.panel import STAGE, judged_rows, means_by_drop_reason
+from ptfactory.assets.budget import budget_metadata, judge_engines, metered, stage_guard, within_budget
 from ptfactory.assets.common import check_specs, preview_md, schema_check, unique_ids_check
 from ptfactory.assets.partitions import batch_partitions
 from ptfactory.assets.resources import FactoryResource
 from ptfactory.assets.scoring import histogram_md
 from ptfactory.config import FactoryConfig, model_family
 from ptfactory.storage.audit import checks_metadata
-from ptfactory.storage.schema import prompt_of, response_of
+from ptfactory.storage.schema import SAMPLE_SCHEMA, conform, dropped_mask
 
 __all__ = ["judged_samples", "self_preference_warning"]
 
@@ -80,32 +85,30 @@ def per_judge_md(panel: Panel, report: PanelReport, families: dict[str, str]) ->
     return dg.MetadataValue.md("\n".join(lines))
 
 
-def pairwise_md(panel: Panel, table: pa.Table) -> dict[str, dg.MetadataValue]:
-    """Each LLM judge compares the best and the worst answer of every instruction with two or more,
-    in both orders: its swap consistency, and how often it agrees with the panel's score gap."""
-    rows = table.to_pylist()
-    pairs = candidate_pairs(rows)
-    out: dict[str, dg.MetadataValue] = {"pairwise_pairs": dg.MetadataValue.int(len(pairs))}
-    if not pairs:
+def pairwise_md(pairwise: PairwiseReport) -> dict[str, dg.MetadataValue]:
+    """Each LLM judge compared the best and the worst answer of every instruction with a wide enough
+    score gap, in both orders: its swap consistency, and how often it agrees with the score gap."""
+    out: dict[str, dg.MetadataValue] = {"pairwise_pairs": dg.MetadataValue.int(len(pairwise.rows))}
+    if not pairwise.rows:
         return out
-    instructions = [prompt_of(rows[best]["messages"]) for best, _ in pairs]
-    bests = [response_of(rows[best]["messages"]) for best, _ in pairs]
-    worsts = [response_of(rows[worst]["messages"]) for _, worst in pairs]
     lines = ["| judge | pairs | swap consistency | agrees with the score gap |", "|---|---|---|---|"]
-    for judge in panel.judges:
-        if not isinstance(judge, LLMJudge):
-            continue
-        votes = PairwiseJudge(judge).compare(instructions, bests, worsts)
-        decided = [v for v in votes if v.preferred is not None]
-        agree = sum(v.preferred == "first" for v in decided) / len(decided) if decided else None
-        consistency = swap_consistency(votes)
-        out[f"swap_consistency_{judge.name}"] = dg.MetadataValue.float(round(consistency or 0.0, 4))
+    for name, consistency in pairwise.consistency.items():
+        agree, decided = pairwise.agreement[name]
+        out[f"swap_consistency_{name}"] = dg.MetadataValue.float(round(consistency or 0.0, 4))
         lines.append(
-            f"| {judge.name} | {len(votes)} | {consistency:.1%} | "
-            + (f"{agree:.1%} of {len(decided)} |" if agree is not None else "n/a |")
+            f"| {name} | {len(pairwise.rows)} | {(consistency or 0.0):.1%} | "
+            + (f"{agree:.1%} of {decided} |" if agree is not None else "n/a |")
         )
     out["pairwise"] = dg.MetadataValue.md("\n".join(lines))
     return out
+
+
+def gate_md(gate: dict[str, tuple[int, float | None]]) -> dg.MetadataValue:
+    """Does the difficulty gate agree with the panel? The judge mean of the rows each of its reasons
+    dropped (judged anyway, keeping their drop) beside the rows it kept."""
+    lines = ["| rows | count | judge mean |", "|---|---|---|"]
+    lines += [f"| {k} | {n} | {'n/a' if m is None else f'{m:.2f}'} |" for k, (n, m) in gate.items()]
+    return dg.MetadataValue.md("\n".join(lines))
 
 
 def counted_check(report: PanelReport, minimum: float) -> dg.AssetCheckResult:
@@ -140,10 +143,43 @@ def judged_samples(
     that yield nothing are kept raw, marked unparsed and left out of the aggregate."""
     config = factory.config
     specs = config.judges  # which judges exist, their types and families: factory.yaml only
-    panel = factory.panel()
-    table, report = panel.judge_table(difficulty_scored)
-    means = [m for m in (s["judge_mean"] for s in table.column("scores").to_pylist() if s) if m is not None]
+
+    def judge(rows: pa.Table) -> tuple[Panel, pa.Table, PanelReport, PairwiseReport]:
+        panel = factory.panel()
+        table, report = panel.judge_table(rows)
+        # the best and the worst answer of an instruction, compared in both orders: a preference row
+        scored_sft = pc.and_(
+            pc.and_(pc.equal(table.column("kind"), "sft"), pc.invert(dropped_mask(table))),
+            pc.is_valid(pc.struct_field(table.column("scores"), "judge_mean")),
+        )
+        pairwise = preference_candidates(
+            table.filter(pc.fill_null(scored_sft, False)).to_pylist(),
+            [j for j in panel.judges if isinstance(j, LLMJudge)],
+            config.datasets.pair_margin,
+            panel.weights,
+            frozenset(report.left_out),
+        )
+        return panel, table, report, pairwise
+
+    # rows the budget stopped before their votes: dropped as budget_exhausted (assets/budget.py)
+    guard, engines = stage_guard(context, factory, "judged_samples"), judge_engines(factory)
+    with metered(guard, engines):
+        (panel, table, report, pairwise), unfinished = within_budget(
+            guard,
+            [e for e, _ in engines],
+            difficulty_scored,
+            judge,
+            stage=STAGE,
+            domain=judged_rows(difficulty_scored),
+        )
+    live = table.filter(pc.invert(dropped_mask(table)))
+    means = [m for m in (s["judge_mean"] for s in live.column("scores").to_pylist() if s) if m is not None]
+    gate = means_by_drop_reason(table)
     agreement, compared = _judge_vs_execution(table, {j.name for j in specs if j.type == "llm"})
+    if pairwise.rows:
+        table = pa.concat_tables([conform(table), pa.Table.from_pylist(pairwise.rows, schema=SAMPLE_SCHEMA)])
+    if unfinished.num_rows:
+        table = pa.concat_tables([conform(table), conform(unfinished)])
     families = {j.name: j.family or "" for j in specs}
     warning = self_preference_warning(config)
     if warning:
@@ -196,7 +232,9 @@ def judged_samples(
             # the panel's totals, under the keys the run summary and the version stats add up
             "prompt_tokens": dg.MetadataValue.int(sum(j.stats.prompt_tokens for j in panel.judges)),
             "completion_tokens": dg.MetadataValue.int(sum(j.stats.completion_tokens for j in panel.judges)),
-            **pairwise_md(panel, table),
+            **pairwise_md(pairwise),
+            **budget_metadata(guard, unfinished.num_rows),
+            "difficulty_vs_panel": gate_md(gate),
             "preview": preview_md(table),
         },
         check_results=checks,

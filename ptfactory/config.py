@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
 from ptfactory.annotators.routing import RoutingConfig
+from ptfactory.engines.budget import BudgetConfig
 from ptfactory.engines.spec import EngineSpec
 from ptfactory.errors import ConfigError
 from ptfactory.filters.dedup.core import DedupConfig
@@ -52,7 +53,11 @@ class DatasetsConfig(Section):
     sft: str = Field("sft", description="name of the SFT dataset")
     preference: str = Field("preference", description="name of the preference (DPO) dataset")
     pair_margin: float = Field(
-        2.0, gt=0, le=9, description="judge-mean gap that makes an automatic preference pair"
+        2.0,
+        gt=0,
+        le=9,
+        description="judge-mean gap between an instruction's best and worst answer that makes them a "
+        "preference candidate (compared by the LLM judges in both orders, then routed)",
     )
     validation_fraction: float = Field(
         0.1, ge=0, lt=1, description="share of dedup clusters held out as the validation split"
@@ -320,6 +325,7 @@ class FactoryConfig(Section):
     routing: RoutingSection = RoutingSection()
     annotation: AnnotationSection = AnnotationSection()
     scale: ScaleSection = ScaleSection()
+    budget: BudgetConfig = BudgetConfig()  # keys documented in engines/budget.py
 
     @field_validator("judges")
     @classmethod
@@ -335,8 +341,9 @@ class FactoryConfig(Section):
         return [j.model_copy(update={"family": judge_family(j, generator)}) for j in judges]
 
     def config_hash(self) -> str:
-        """A stable hash of the resolved configuration, recorded in every manifest."""
-        text = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """A stable hash of the resolved configuration, recorded in every manifest (not the budget:
+        what a run may spend does not change what a version holds)."""
+        text = json.dumps(self.model_dump(mode="json", exclude={"budget"}), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -5,22 +5,41 @@ deserve (position bias: Zheng et al., 2023, "Judging LLM-as-a-Judge"; Wang et al
 Language Models are not Fair Evaluators"). So each judge sees both orders, A/B and B/A, and is
 read from its probabilities over the letters. A verdict that flips with the order abstains for
 that pair; the share of pairs whose verdict survives the swap is the judge's swap consistency.
+
+**Preference candidates.** Where an instruction has two or more scored answers whose judge means
+differ by at least ``margin``, the best and the worst become a preference row (chosen: the higher
+mean; A in the expert's A/B task). Each LLM judge votes on it by comparing the two in both orders:
+score ``1 + 9 × P(chosen better)``, verdict ``A`` / ``B``, confidence ``|2P − 1|``, or ``abstain``
+when its verdict flips with the order. Routing then accepts the pair when the comparisons confirm
+the scores, and sends it to the expert A/B queue otherwise, the judges' verdicts pre-filled.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ptfactory.annotators.judges.base import Vote
 from ptfactory.annotators.judges.llm import LLMJudge
+from ptfactory.annotators.judges.panel import aggregate
+from ptfactory.annotators.pairs import preference_row
 from ptfactory.engines.base import Prompt
 from ptfactory.generators.prompts import Template
 from ptfactory.generators.prompts import template as load_template
+from ptfactory.storage.schema import prompt_of, response_of
 
-__all__ = ["PairVote", "PairwiseJudge", "swap_consistency"]
+__all__ = [
+    "PairVote",
+    "PairwiseJudge",
+    "PairwiseReport",
+    "candidate_pairs",
+    "preference_candidates",
+    "swap_consistency",
+]
 
 TEMPLATES = Path(__file__).parent / "templates"
 _MAX_CHARS = 3000  # each response; two share the judge's context
@@ -94,9 +113,10 @@ def swap_consistency(votes: Sequence[PairVote]) -> float | None:
     return sum(v.consistent for v in votes) / len(votes) if votes else None
 
 
-def candidate_pairs(rows: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
+def candidate_pairs(rows: Sequence[dict[str, Any]], margin: float = 0.0) -> list[tuple[int, int]]:
     """(best, worst) row indices by judge mean, per instruction with two or more scored answers
-    (answers to one instruction share its id as ``provenance.parent_id``)."""
+    (answers to one instruction share its id as ``provenance.parent_id``) whose means differ by
+    at least ``margin`` (and at all: two answers the panel scored alike make no pair)."""
     groups: dict[str, list[int]] = {}
     for i, row in enumerate(rows):
         parent = (row.get("provenance") or {}).get("parent_id")
@@ -106,6 +126,93 @@ def candidate_pairs(rows: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
     pairs = []
     for members in groups.values():
         if len(members) >= 2:
-            ranked = sorted(members, key=lambda i: rows[i]["scores"]["judge_mean"])
-            pairs.append((ranked[-1], ranked[0]))
+            ranked = sorted(members, key=lambda i: (rows[i]["scores"]["judge_mean"], rows[i]["sample_id"]))
+            best, worst = ranked[-1], ranked[0]
+            gap = rows[best]["scores"]["judge_mean"] - rows[worst]["scores"]["judge_mean"]
+            if gap > 0 and gap >= margin:
+                pairs.append((best, worst))
     return pairs
+
+
+@dataclass
+class PairwiseReport:
+    """The preference candidates of a batch and what each LLM judge did with them."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)  # preference rows, votes in scores.judges
+    consistency: dict[str, float | None] = field(default_factory=dict)  # per judge: swap consistency
+    agreement: dict[str, tuple[float | None, int]] = field(default_factory=dict)  # with the score gap
+
+
+def _pair_vote(judge: LLMJudge, vote: PairVote) -> Vote:
+    if vote.preferred is None:
+        why = f"abstains: the verdict flipped with the order ({vote.detail})"
+        return Vote(judge.name, judge.model, None, "abstain", why, method="pairwise")
+    return Vote(
+        judge.name,
+        judge.model,
+        round(1 + 9 * vote.p_first, 4),
+        "A" if vote.preferred == "first" else "B",
+        vote.detail,
+        method="pairwise",
+        confidence=round(abs(2 * vote.p_first - 1), 4),
+    )
+
+
+def preference_candidates(
+    rows: Sequence[dict[str, Any]],
+    judges: Sequence[LLMJudge],
+    margin: float,
+    weights: Mapping[str, float] | None = None,
+    leave_out: frozenset[str] = frozenset(),
+) -> PairwiseReport:
+    """For each instruction's best and worst answer (:func:`candidate_pairs`), a preference row
+    (chosen: the best) whose ``scores.judges`` are the LLM judges' position-swapped comparisons,
+    aggregated like any vote (``weights``; judges in ``leave_out`` do not count)."""
+    report = PairwiseReport()
+    pairs = candidate_pairs(rows, margin)
+    if not pairs:
+        return report
+    instructions = [prompt_of(rows[best]["messages"]) for best, _ in pairs]
+    bests = [response_of(rows[best]["messages"]) for best, _ in pairs]
+    worsts = [response_of(rows[worst]["messages"]) for _, worst in pairs]
+    per_pair: list[list[Vote]] = [[] for _ in pairs]
+    for judge in judges:
+        compared = PairwiseJudge(judge).compare(instructions, bests, worsts)
+        decided = [v for v in compared if v.preferred is not None]
+        agree = sum(v.preferred == "first" for v in decided) / len(decided) if decided else None
+        report.consistency[judge.name] = swap_consistency(compared)
+        report.agreement[judge.name] = (agree, len(decided))
+        for votes, vote in zip(per_pair, compared, strict=True):
+            votes.append(_pair_vote(judge, vote))
+    for (best, worst), votes in zip(pairs, per_pair, strict=True):
+        report.rows.append(_candidate_row(rows[best], rows[worst], votes, weights, leave_out))
+    return report
+
+
+def _candidate_row(
+    best: dict[str, Any],
+    worst: dict[str, Any],
+    votes: list[Vote],
+    weights: Mapping[str, float] | None,
+    leave_out: frozenset[str],
+) -> dict[str, Any]:
+    means = (best["scores"]["judge_mean"], worst["scores"]["judge_mean"])
+    detail = json.dumps(
+        {"chosen": best["sample_id"], "rejected": worst["sample_id"], "judge_means": list(means)}
+    )
+    decisions = [
+        {"stage": "judge", "verdict": "keep", "reason": "pairwise_candidate", "detail": detail},
+    ]
+    row = preference_row(
+        best, best["messages"][-1:], worst["messages"][-1:], decisions, method="pairwise_candidate"
+    )
+    agg = aggregate(votes, weights, leave_out)
+    row["scores"] = {
+        "judges": [v.to_dict() for v in votes],
+        "judge_mean": agg.mean,
+        "judge_median": agg.median,
+        "judge_spread": agg.spread,
+        "judge_confidence": agg.confidence,
+    }
+    row["annotation"] = None
+    return row

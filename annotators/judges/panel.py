@@ -20,9 +20,18 @@ import pyarrow.compute as pc
 from ptfactory.annotators.judges.base import Judge, Vote
 from ptfactory.storage.schema import add_decision, dropped_mask, live_rows, set_score
 
-__all__ = ["Aggregate", "Panel", "PanelReport", "aggregate", "judged_rows", "krippendorff_alpha"]
+__all__ = [
+    "Aggregate",
+    "Panel",
+    "PanelReport",
+    "aggregate",
+    "judged_rows",
+    "krippendorff_alpha",
+    "means_by_drop_reason",
+]
 
 STAGE = "judge"
+DIFFICULTY_STAGE = "difficulty"
 
 
 @dataclass(frozen=True)
@@ -82,16 +91,68 @@ def krippendorff_alpha(matrix: np.ndarray) -> float | None:
 
 
 def judged_rows(table: pa.Table) -> list[int]:
-    """The rows the panel scores: every live row, and code rows dropped for failing their tests
-    (judged so the execution vote is graded over passes and failures and pass-over-fail pairs can
-    be built; they keep their drop, so they never reach SFT)."""
+    """The rows the panel scores: every live row; code rows dropped for failing their tests (judged
+    so the execution vote is graded over passes and failures and pass-over-fail pairs can be
+    built); and rows the difficulty stage dropped, so each difficulty reason can be checked
+    against the panel (:func:`means_by_drop_reason`). Dropped rows keep their drop: they never
+    reach SFT, routing or review."""
     live = pc.invert(dropped_mask(table))
     executed = pc.and_(
         pc.equal(table.column("kind"), "code").fill_null(False),
         pc.is_valid(pc.struct_field(table.column("scores"), "execution")),
     )
-    judged: list[int] = np.nonzero(pc.or_(live, executed).to_numpy(zero_copy_only=False))[0].tolist()
-    return judged
+    judged = pc.or_(pc.or_(live, executed), _dropped_only_by(table, DIFFICULTY_STAGE))
+    rows: list[int] = np.nonzero(judged.to_numpy(zero_copy_only=False))[0].tolist()
+    return rows
+
+
+def _drops(table: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """(row index, stage) of every drop decision."""
+    decisions = table.column("decisions").combine_chunks()
+    flat = pc.list_flatten(decisions)
+    parents = pc.list_parent_indices(decisions)
+    if len(flat) == 0:
+        return parents, flat
+    hit = pc.is_in(flat.field("verdict"), value_set=pa.array(["drop", "reject"])).fill_null(False)
+    return pc.filter(parents, hit), pc.filter(flat, hit)
+
+
+def _dropped_only_by(table: pa.Table, stage: str) -> pa.Array:
+    """True for rows dropped by ``stage`` and by no earlier stage."""
+    parents, drops = _drops(table)
+    by = np.zeros(table.num_rows, dtype=np.int64)
+    other = np.zeros(table.num_rows, dtype=np.int64)
+    if len(drops):
+        at_stage = pc.equal(drops.field("stage"), stage).fill_null(False).to_numpy(zero_copy_only=False)
+        index = parents.to_numpy(zero_copy_only=False)
+        np.add.at(by, index[at_stage], 1)
+        np.add.at(other, index[~at_stage], 1)
+    return pa.array((by > 0) & (other == 0), pa.bool_())
+
+
+def means_by_drop_reason(
+    table: pa.Table, stage: str = DIFFICULTY_STAGE
+) -> dict[str, tuple[int, float | None]]:
+    """Rows and mean judge mean per reason ``stage`` dropped rows for, and for the rows still live
+    (``kept``): a gate that agrees with the panel drops rows the judges score lower."""
+    means = pc.struct_field(table.column("scores").combine_chunks(), "judge_mean")
+    groups: dict[str, list[float | None]] = {}
+    only = _dropped_only_by(table, stage).to_numpy(zero_copy_only=False)
+    live = pc.invert(dropped_mask(table)).to_numpy(zero_copy_only=False)
+    trails = table.column("decisions").to_pylist()
+    for index, mean in enumerate(means.to_pylist()):
+        if live[index]:
+            key = "kept"
+        elif only[index]:
+            key = next(d["reason"] for d in trails[index] if d["stage"] == stage and d["verdict"] == "drop")
+        else:
+            continue
+        groups.setdefault(key, []).append(mean)
+    out: dict[str, tuple[int, float | None]] = {}
+    for key, values in sorted(groups.items()):
+        scored = [float(v) for v in values if v is not None]
+        out[key] = (len(values), round(statistics.fmean(scored), 4) if scored else None)
+    return out
 
 
 @dataclass

@@ -34,7 +34,10 @@ def _judges_text(scores: dict[str, Any]) -> str:
         return "no judge scored this sample"
     lines = []
     for vote in votes:
-        score = "unparsed" if vote.get("score") is None else f"{vote['score']:g}/10"
+        if vote.get("method") == "pairwise":
+            score = f"prefers {vote['verdict']}" if vote["verdict"] in ("A", "B") else "abstains"
+        else:
+            score = "unparsed" if vote.get("score") is None else f"{vote['score']:g}/10"
         why = (vote.get("rationale") or vote.get("raw") or "").strip().replace("\n", " ")
         lines.append(
             f"{vote['judge']} ({vote.get('model') or '-'}): {score}" + (f" — {why[:300]}" if why else "")
@@ -60,14 +63,18 @@ def _execution_text(scores: dict[str, Any]) -> str:
 
 
 def _predictions(queue: str, scores: dict[str, Any], accept_at: float) -> list[dict[str, Any]]:
-    """One pre-annotation per judge that gave a score: its verdict (and, for SFT, a 1–5 rating)."""
+    """One pre-annotation per judge that gave a score: its verdict (and, for SFT, a 1–5 rating).
+    On an A/B task, the judge's comparison in both orders (annotators/judges/pairwise.py): a judge
+    whose verdict flipped with the order abstained and pre-fills nothing."""
     out = []
     for vote in scores.get("judges") or []:
         score = vote.get("score")
         if score is None:
             continue
         if queue == "preference":
-            result = [_choice("preference", "response_a", "A" if score >= accept_at else "B")]
+            if vote.get("verdict") not in ("A", "B"):
+                continue
+            result = [_choice("preference", "response_a", vote["verdict"])]
         else:
             result = [_choice("verdict", "response", "accept" if score >= accept_at else "reject")]
             if queue == "sft":

@@ -135,7 +135,7 @@ def _answer(prompt: str, answer: str, kind: str = "sft", **scores: object) -> di
     }
 
 
-def test_auto_pairs_from_execution_and_judge_margins() -> None:
+def test_auto_pairs_come_from_execution_not_from_score_gaps() -> None:
     from ptfactory.annotators.pairs import auto_pairs
 
     failed = _answer("def f", "bad code", "code", execution={"status": "failed"})
@@ -145,15 +145,12 @@ def test_auto_pairs_from_execution_and_judge_margins() -> None:
     rows = [
         _answer("def f", "good code", "code", execution={"status": "passed"}),
         failed,
+        # a score gap is a preference candidate, judged pairwise and routed (test_preference_candidates)
         _answer("q1", "great", judge_mean=9.0),
         _answer("q1", "poor", judge_mean=3.0),
-        _answer("q2", "fine", judge_mean=6.0),
-        _answer("q2", "also fine", judge_mean=5.0),  # within the margin: no pair
     ]
-    pairs = {p["decisions"][0]["reason"]: p for p in auto_pairs(rows, margin=2.0)}
-    assert set(pairs) == {"execution_pass_vs_fail", "judge_margin"}
+    pairs = {p["decisions"][0]["reason"]: p for p in auto_pairs(rows)}
+    assert set(pairs) == {"execution_pass_vs_fail"}
     code = pairs["execution_pass_vs_fail"]
     assert (code["chosen"][0]["content"], code["rejected"][0]["content"]) == ("good code", "bad code")
     assert code["messages"] == [{"role": "user", "content": "def f"}]
-    judged = pairs["judge_margin"]
-    assert (judged["chosen"][0]["content"], judged["rejected"][0]["content"]) == ("great", "poor")

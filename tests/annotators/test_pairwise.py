@@ -52,7 +52,14 @@ def test_completion_style_uses_spaced_letters() -> None:
 
 def test_candidate_pairs_best_over_worst_per_instruction() -> None:
     def row(parent: str, mean: float) -> dict[str, object]:
-        return {"kind": "sft", "provenance": {"parent_id": parent}, "scores": {"judge_mean": mean}}
+        scores = {"judge_mean": mean}
+        return {
+            "sample_id": f"{parent}-{mean}",
+            "kind": "sft",
+            "provenance": {"parent_id": parent},
+            "scores": scores,
+        }
 
     rows = [row("p1", 5.0), row("p1", 8.0), row("p1", 2.0), row("p2", 6.0), row("p3", 4.0), row("p3", 7.0)]
     assert sorted(candidate_pairs(rows)) == [(1, 2), (5, 4)]
+    assert sorted(candidate_pairs(rows, margin=4.0)) == [(1, 2)]  # p3's gap of 3 is under the margin

@@ -143,11 +143,11 @@ def test_an_unchanged_prefilled_correction_is_an_accept() -> None:
     b1, _ = _two_batches()
     q0 = b1.column("sample_id").to_pylist()[0]
     original = b1.to_pylist()[0]["messages"][-1]["content"]
-    curated = curate(b1, _accept([q0], corrected={q0: f"  {original}\n"}), pair_margin=None)
+    curated = curate(b1, _accept([q0], corrected={q0: f"  {original}\n"}), pairs=False)
     row = next(r for r in curated.table.to_pylist() if r["sample_id"] == q0)
     assert row["decisions"][-1]["reason"] == "human_accept"
     assert curated.table.num_rows == 2  # no (corrected, original) pair from an unchanged box
-    edited = curate(b1, _accept([q0], corrected={q0: original + " Fixed."}), pair_margin=None)
+    edited = curate(b1, _accept([q0], corrected={q0: original + " Fixed."}), pairs=False)
     assert (
         next(r for r in edited.table.to_pylist() if r["sample_id"] == q0)["decisions"][-1]["verdict"]
         == "edit"

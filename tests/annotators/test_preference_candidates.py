@@ -1,0 +1,120 @@
+"""Preference candidates: an instruction's best and worst answers become a pair that every LLM judge
+compares in both orders; routing accepts a pair the comparisons confirm, sends a contradicted or
+order-dependent one to the expert A/B queue (never rejects it unseen), and the A/B task is pre-filled
+with each judge's position-swapped verdict (nothing from a judge that flipped)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ptfactory.annotators.judges import LLMJudge
+from ptfactory.annotators.judges.pairwise import preference_candidates
+from ptfactory.annotators.labelstudio.tasks import queue_of, to_task
+from ptfactory.annotators.routing import RoutingConfig, route
+from ptfactory.engines.base import Completion, Conversation, Engine, Prompt, SamplingParams
+from ptfactory.storage.schema import from_records, sample_id
+
+
+@dataclass
+class Reader(Engine):
+    """Prefers the response that says GOOD (``biased``: always the one shown first)."""
+
+    biased: bool = False
+
+    def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
+        raise NotImplementedError
+
+    def _choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str]) -> list[list[float]]:
+        out = []
+        for prompt in prompts:
+            text = prompt if isinstance(prompt, str) else prompt[0]["content"]
+            first_good = text.index("Response A") < text.index("GOOD") < text.index("Response B")
+            p = 0.9 if (self.biased or first_good) else 0.1
+            out.append([math.log(p), math.log(1 - p)])
+        return out
+
+
+def _answer(parent: str, text: str, mean: float) -> dict[str, Any]:
+    messages = [{"role": "user", "content": f"question {parent}"}, {"role": "assistant", "content": text}]
+    return {
+        "sample_id": sample_id("sft", messages),
+        "batch": "b1",
+        "kind": "sft",
+        "messages": messages,
+        "provenance": {"method": "response", "parent_id": parent},
+        "scores": {"judge_mean": mean, "judge_spread": 0.5},
+        "decisions": [{"stage": "judge", "verdict": "keep", "reason": "scored", "detail": None}],
+    }
+
+
+ROWS = [
+    _answer("p1", "GOOD answer", 8.0),
+    _answer("p1", "weak answer", 3.0),
+    _answer("p2", "GOOD too", 6.0),  # a gap under the margin: no pair
+    _answer("p2", "meh", 5.5),
+    _answer("p3", "scored high", 9.0),  # the judges' comparison contradicts the scores
+    _answer("p3", "GOOD but scored low", 4.0),
+]
+
+
+def test_candidates_are_compared_in_both_orders_and_routed_by_the_comparison() -> None:
+    fair = LLMJudge("fair", engine=Reader(model_id="fair"))
+    report = preference_candidates(ROWS, [fair], margin=2.0)
+    assert report.consistency == {"fair": 1.0}
+    assert report.agreement["fair"] == (0.5, 2)  # agrees with the score gap on p1, not on p3
+    pairs = {r["provenance"]["parent_id"]: r for r in report.rows}
+    assert set(pairs) == {ROWS[0]["sample_id"], ROWS[4]["sample_id"]}  # the pair's parent: the chosen row
+    confirmed, contradicted = pairs[ROWS[0]["sample_id"]], pairs[ROWS[4]["sample_id"]]
+    assert confirmed["kind"] == "preference"
+    assert confirmed["chosen"][0]["content"] == "GOOD answer"
+    assert confirmed["rejected"][0]["content"] == "weak answer"
+    assert confirmed["messages"] == ROWS[0]["messages"][:1]
+    (vote,) = confirmed["scores"]["judges"]
+    assert (vote["verdict"], vote["method"], vote["score"], vote["confidence"]) == ("A", "pairwise", 9.1, 0.8)
+    (vote,) = contradicted["scores"]["judges"]
+    assert (vote["verdict"], vote["score"]) == ("B", 1.9)
+
+    routed, counts = route(from_records(report.rows), RoutingConfig(audit_rate=0.0))
+    last = {r["sample_id"]: r["decisions"][-1] for r in routed.to_pylist()}
+    assert last[confirmed["sample_id"]]["reason"] == "auto_accept"
+    # a low score on a pair is a contradiction, not a bad answer: an expert settles it
+    assert (last[contradicted["sample_id"]]["verdict"], last[contradicted["sample_id"]]["reason"]) == (
+        "route",
+        "needs_review",
+    )
+    assert counts == {"auto_accept": 1, "needs_review": 1}
+
+    task = to_task(contradicted, accept_at=7.0)
+    assert queue_of(contradicted) == "preference"
+    assert (task["data"]["response_a"], task["data"]["response_b"]) == ("scored high", "GOOD but scored low")
+    assert [p["result"][0]["value"] for p in task["predictions"]] == [{"choices": ["B"]}]
+    assert "fair (fair): prefers B" in task["data"]["judges"]
+
+
+def test_a_judge_that_follows_the_position_abstains_and_prefills_nothing() -> None:
+    fair = LLMJudge("fair", engine=Reader(model_id="fair"))
+    biased = LLMJudge("biased", engine=Reader(model_id="biased", biased=True))
+    report = preference_candidates(ROWS[:2], [fair, biased], margin=2.0)
+    assert report.consistency == {"fair": 1.0, "biased": 0.0}
+    (row,) = report.rows
+    votes = {v["judge"]: v for v in row["scores"]["judges"]}
+    assert votes["biased"]["verdict"] == "abstain" and votes["biased"]["score"] is None
+    assert row["scores"]["judge_mean"] == votes["fair"]["score"]  # the abstention does not count
+    task = to_task(row, accept_at=7.0)
+    assert [p["model_version"] for p in task["predictions"]] == ["fair"]
+    assert "biased (biased): abstains" in task["data"]["judges"]
+
+    only_biased = preference_candidates(ROWS[:2], [biased], margin=2.0).rows
+    routed, counts = route(from_records(only_biased), RoutingConfig(audit_rate=0.0))
+    assert counts == {"needs_review": 1}  # no judge could tell: a human decides
+    assert to_task(routed.to_pylist()[0])["predictions"] == []
+
+
+def test_no_pair_without_a_wide_enough_gap() -> None:
+    fair = LLMJudge("fair", engine=Reader(model_id="fair"))
+    assert preference_candidates(ROWS[2:4], [fair], margin=2.0).rows == []
+    tied = [_answer("p9", "GOOD", 5.0), _answer("p9", "same score", 5.0)]
+    assert preference_candidates(tied, [fair], margin=0.0).rows == []
