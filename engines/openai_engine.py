@@ -28,6 +28,7 @@ from ptfactory.engines.base import (
     SamplingParams,
     TokenLogprobs,
     failed_completion,
+    tool_call_messages,
 )
 from ptfactory.errors import EngineError, EngineRequestError
 
@@ -60,6 +61,7 @@ class OpenAIEngine(Engine):
 
     backend = "openai"
     supports_json_schema = True
+    native_tool_calls = True  # OpenAI's tool_calls in the reply (vLLM serve parses them with a parser)
 
     def _headers(self) -> dict[str, str]:
         key = os.environ.get(self.api_key_env, "")
@@ -99,7 +101,7 @@ class OpenAIEngine(Engine):
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self._model_name,
-            "messages": conversation,
+            "messages": tool_call_messages(conversation, arguments="json") if params.tools else conversation,
             "n": n,
             "temperature": params.temperature,
             "top_p": params.top_p,
@@ -112,6 +114,8 @@ class OpenAIEngine(Engine):
         if params.logprobs is not None:
             body["logprobs"] = True
             body["top_logprobs"] = params.logprobs
+        if params.tools:  # the server renders them and parses the reply's calls (vLLM: --tool-call-parser)
+            body["tools"] = params.tools
         if params.json_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -141,7 +145,13 @@ class OpenAIEngine(Engine):
             if not choices:
                 raise EngineError(f"{self.base_url} answered with no choices: {str(data)[:200]}")
             for choice in choices:
-                content = (choice.get("message") or {}).get("content") or ""
+                message = choice.get("message") or {}
+                content = message.get("content") or ""
+                calls = [
+                    {"id": c.get("id"), "type": "function", "function": dict(c["function"])}
+                    for c in message.get("tool_calls") or []
+                    if isinstance(c, dict) and isinstance(c.get("function"), dict)
+                ]
                 logprobs = None
                 if choice.get("logprobs") and choice["logprobs"].get("content"):
                     logprobs = [float(t["logprob"]) for t in choice["logprobs"]["content"]]
@@ -152,6 +162,7 @@ class OpenAIEngine(Engine):
                         completion_tokens=int(usage.get("completion_tokens", 0)) // max(len(choices), 1),
                         finish_reason=choice.get("finish_reason") or "stop",
                         logprobs=logprobs,
+                        tool_calls=calls or None,
                     )
                 )
         return completions[: params.n]

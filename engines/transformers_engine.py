@@ -29,6 +29,7 @@ from ptfactory.engines.base import (
     SamplingParams,
     TokenLogprobs,
     request_seeds,
+    tool_call_messages,
 )
 from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.engines.scoring import score_token_ids
@@ -101,8 +102,13 @@ class TransformersEngine(Engine):
                 "instruct/chat model, or (judges) prompt: completion with scoring: probability"
             )
         # similar lengths share a batch (less padding); per-request seeds make the order irrelevant
+        conversations = [tool_call_messages(c) for c in conversations] if params.tools else conversations
         lengths = [
-            len(tokenizer.apply_chat_template(list(c), add_generation_prompt=True, tokenize=False))
+            len(
+                tokenizer.apply_chat_template(
+                    list(c), tools=params.tools, add_generation_prompt=True, tokenize=False
+                )
+            )
             for c in conversations
         ]
         order = sorted(range(len(conversations)), key=lambda i: lengths[i])
@@ -136,7 +142,12 @@ class TransformersEngine(Engine):
 
         model, tokenizer = self._load()
         encoded = tokenizer.apply_chat_template(
-            list(batch), add_generation_prompt=True, return_tensors="pt", padding=True, return_dict=True
+            list(batch),
+            tools=params.tools,  # the tool specs, rendered by the template (the bundled one: ours)
+            add_generation_prompt=True,
+            return_tensors="pt",
+            padding=True,
+            return_dict=True,
         )
         # n samples per request as n rows (generate's num_return_sequences refuses greedy n > 1)
         encoded = {k: v.repeat_interleave(params.n, dim=0).to(self.device) for k, v in encoded.items()}
@@ -244,6 +255,11 @@ class TransformersEngine(Engine):
                     [tokenizer.decode([t]) for t in cont_ids], [float(x) for x in picked.tolist()]
                 )
         return [results[i] for i in range(len(pairs))]
+
+    def count_tokens(self, prompts: Sequence[Prompt]) -> list[int]:
+        """Exactly the context tokens scoring feeds the model for each prompt."""
+        _, tokenizer = self._load()
+        return [len(score_token_ids(tokenizer, p, "")[0]) for p in prompts]
 
     def close(self) -> None:
         self._model = None

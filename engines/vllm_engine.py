@@ -12,7 +12,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ptfactory.engines.base import Completion, Conversation, Engine, Prompt, SamplingParams, TokenLogprobs
+from ptfactory.engines.base import (
+    Completion,
+    Conversation,
+    Engine,
+    Prompt,
+    SamplingParams,
+    TokenLogprobs,
+    tool_call_messages,
+)
 from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.engines.scoring import score_token_ids
 from ptfactory.errors import EngineError
@@ -105,7 +113,15 @@ class VLLMEngine(Engine):
             raw = self._remote().call("chat", conversations=list(conversations), params=params.to_dict())
             return [[Completion.from_dict(c) for c in group] for group in raw]
         llm = self._load()
-        outputs = llm.chat(list(conversations), self._sampling(params), use_tqdm=False)
+        if params.tools:  # rendered by the model's chat template; the reply's calls read from its text
+            outputs = llm.chat(
+                [tool_call_messages(c) for c in conversations],
+                self._sampling(params),
+                use_tqdm=False,
+                tools=params.tools,
+            )
+        else:
+            outputs = llm.chat(list(conversations), self._sampling(params), use_tqdm=False)
         results = []
         for output in outputs:
             prompt_tokens = len(output.prompt_token_ids or [])

@@ -23,25 +23,63 @@ class TrainingData:
     validation: list[dict[str, Any]]
 
 
-def _prompt_and_answers(row: dict[str, Any]) -> dict[str, Any]:
-    return {"prompt": row["messages"], "chosen": row["chosen"][-1:], "rejected": row["rejected"][-1:]}
+_TOOL_KEYS = ("tool_calls", "tool_call_id", "name")
+
+
+def _turns(messages: list[dict[str, Any]] | None, tools: bool) -> list[dict[str, Any]]:
+    """``{role, content}`` turns; with ``tools``, every turn also carries its tool-call keys (null on
+    plain turns), so one dataset's rows share one Arrow type."""
+    if not tools:
+        return [{"role": m["role"], "content": m["content"]} for m in messages or []]
+    return [
+        {"role": m["role"], "content": m["content"] or "", **{k: m.get(k) for k in _TOOL_KEYS}}
+        for m in messages or []
+    ]
+
+
+def _prompt_and_answers(row: dict[str, Any], tools: bool) -> dict[str, Any]:
+    if row.get("tools"):  # an agent pair: whole episodes after the shared prompt
+        return {
+            "prompt": _turns(row["messages"], tools),
+            "chosen": _turns(row["chosen"], tools),
+            "rejected": _turns(row["rejected"], tools),
+            "tools": row["tools"],
+        }
+    pair = {
+        "prompt": _turns(row["messages"], tools),
+        "chosen": _turns(row["chosen"], tools)[-1:],
+        "rejected": _turns(row["rejected"], tools)[-1:],
+    }
+    return {**pair, "tools": None} if tools else pair
 
 
 def to_trl(rows: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    """SFT: ``messages``; DPO: conversational ``prompt`` / ``chosen`` / ``rejected``."""
+    """SFT: ``messages``; DPO: conversational ``prompt`` / ``chosen`` / ``rejected``.
+
+    Rows with tool calls (agent trajectories; sft rows made of solved ones) keep them: assistant
+    ``tool_calls`` (arguments as JSON strings), ``tool`` turns with ``tool_call_id``, and a
+    ``tools`` column (JSON), which TRL's SFT trainer hands to the chat template. Datasets without
+    any keep the plain ``{role, content}`` form they always had."""
+    tools = any(r.get("tools") for r in rows)
     if kind == "sft":
-        return [
-            {"messages": [{"role": m["role"], "content": m["content"]} for m in r["messages"]]} for r in rows
-        ]
-    return [_prompt_and_answers(r) for r in rows]
+        out = []
+        for r in rows:
+            row: dict[str, Any] = {"messages": _turns(r["messages"], tools)}
+            if tools:
+                row["tools"] = r.get("tools")
+            out.append(row)
+        return out
+    return [_prompt_and_answers(r, tools) for r in rows]
 
 
 def load_training_data(datasets: DatasetStore, ref: str, kind: str) -> TrainingData:
     manifest = datasets.verify(ref)  # every shard's sha256 against the manifest, before any step
-    wanted = "sft" if kind == "sft" else "preference"
-    if manifest.kind != wanted:
+    # an agent version (verified trajectories) trains as SFT on its conversations, tool calls included
+    wanted = ("sft", "agent") if kind == "sft" else ("preference",)
+    if manifest.kind not in wanted:
         raise UserInputError(
-            f"{manifest.ref} is a {manifest.kind} dataset; `ptf train {kind}` needs a {wanted} dataset"
+            f"{manifest.ref} is a {manifest.kind} dataset; `ptf train {kind}` needs a "
+            f"{' or '.join(wanted)} dataset"
         )
     raw = datasets.store.fs.cat_file(datasets.store.path(manifest.name, manifest.tag, MANIFEST_FILE))
     sha = hashlib.sha256(raw).hexdigest()

@@ -6,9 +6,10 @@ is constrained to :func:`reply_schema` (every step parses); elsewhere :func:`par
 leniently (code fences, ``<tool_call>`` tags, ``tool``/``function`` for ``name``,
 ``parameters``/``args`` for ``arguments``, arguments given as a JSON string, text around it).
 
-The conversation sent to the engine is plain ``{role, content}`` (what every backend takes): the
-tools are described in the system message and tool results come back as user turns. The
-trajectory record keeps the structured form: assistant ``tool_calls`` and ``tool`` messages.
+The conversation sent to the engine is the record's own: assistant ``tool_calls`` and ``tool``
+messages, with the task's tools passed natively (``Engine.chat(..., tools=)``: the chat
+template's ``tools``, vLLM's, OpenAI's). A backend that parses calls itself returns them in
+``Completion.tool_calls`` (:func:`action_of` reads those first).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from ptfactory.generators.agent.tasks import AgentTask
 
-__all__ = ["Action", "parse_reply", "reply_schema", "system_prompt", "validate_call"]
+__all__ = ["Action", "action_of", "parse_reply", "reply_schema", "system_prompt", "validate_call"]
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 _TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
@@ -33,6 +34,7 @@ class Action:
     arguments: dict[str, Any] | None = None
     answer: str | None = None
     error: str = ""
+    text: str = ""  # what the reply said besides the call (the assistant turn's content)
 
     @property
     def call(self) -> dict[str, Any] | None:
@@ -40,20 +42,15 @@ class Action:
 
 
 def system_prompt(task: AgentTask) -> str:
-    tools = "\n".join(
-        f"- {t['function']['name']}: {t['function'].get('description', '')} "
-        f"arguments: {json.dumps(t['function'].get('parameters', {}).get('properties', {}))}"
-        for t in task.tools
-    )
+    """The episode's system turn; the tools themselves are passed natively, not described here."""
+    names = ", ".join(task.tool_names)
     return (
-        "You solve a task in a Linux workspace by calling tools, one call per reply.\n"
-        f"Tools:\n{tools}\n"
-        'Reply with one JSON object only: {"name": TOOL, "arguments": {...}} to call a tool, or '
-        '{"final_answer": TEXT} when the task is done. No other text.\n'
-        "Example replies:\n"
+        f"You solve a task in a Linux workspace by calling tools ({names}), one call per reply. "
+        "Look at the files before you change them and run the tests to check your work. "
+        'When the task is done, reply {"final_answer": TEXT} (or a plain answer with no tool call).\n'
+        "Example calls:\n"
         '{"name": "bash", "arguments": {"command": "ls"}}\n'
-        '{"name": "read_file", "arguments": {"path": "main.py"}}\n'
-        '{"name": "run_tests", "arguments": {}}'
+        '{"name": "read_file", "arguments": {"path": "main.py"}}'
     )
 
 
@@ -101,6 +98,31 @@ def _objects(text: str) -> list[Any]:
     return found
 
 
+def _said(text: str) -> str:
+    """The reply's words before its call: the text ahead of a ``<tool_call>`` tag, a fence or the
+    first ``{``."""
+    cut = min((i for i in (text.find("<tool_call>"), text.find("```"), text.find("{")) if i >= 0), default=0)
+    return text[:cut].strip()
+
+
+def action_of(
+    text: str, tool_calls: list[dict[str, Any]] | None, task: AgentTask, native: bool = False
+) -> Action:
+    """The action of a reply: the backend's parsed ``tool_calls`` when it gave them (the first
+    call: an episode runs one per step), else what :func:`parse_reply` reads from the text. From
+    a ``native`` backend (it parses calls itself), a reply with no call at all is a final answer."""
+    if tool_calls:
+        function = tool_calls[0].get("function") or {}
+        value = {"name": function.get("name"), "arguments": function.get("arguments") or {}}
+        action = parse_reply(json.dumps(value), task)
+        action.text = text.strip()
+        return action
+    action = parse_reply(text, task)
+    if native and action.kind == "unparsable" and text.strip():
+        return Action("final", answer=text.strip())
+    return action
+
+
 def parse_reply(text: str, task: AgentTask) -> Action:
     """The action a reply asks for; ``unparsable`` when no call or answer can be read from it,
     ``invalid`` when it names no tool of the task or its arguments do not fit the tool."""
@@ -121,14 +143,20 @@ def parse_reply(text: str, task: AgentTask) -> Action:
                 arguments = json.loads(arguments)
             except json.JSONDecodeError:
                 return Action(
-                    "invalid", name=name, arguments={"raw": arguments}, error="arguments are not JSON"
+                    "invalid",
+                    name=name,
+                    arguments={"raw": arguments},
+                    error="arguments are not JSON",
+                    text=_said(text),
                 )
         if not isinstance(arguments, dict):
             return Action(
                 "invalid", name=name, arguments={"raw": arguments}, error="arguments must be an object"
             )
         error = validate_call(name, arguments, task)
-        return Action("invalid" if error else "tool", name=name, arguments=arguments, error=error)
+        return Action(
+            "invalid" if error else "tool", name=name, arguments=arguments, error=error, text=_said(text)
+        )
     return Action("unparsable", error='no JSON tool call found; reply {"name": TOOL, "arguments": {...}}')
 
 

@@ -12,12 +12,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ptfactory.filters.execution.commands import CommandPolicy
 from ptfactory.filters.execution.episode import EpisodePool
 from ptfactory.generators.agent.policy import validate_call
 from ptfactory.generators.agent.tasks import AgentTask
 from ptfactory.generators.agent.tools import CheckState, execute_call
 
-__all__ = ["ReplayReport", "replay_trajectory", "run_solution"]
+__all__ = ["ReplayReport", "recorded_policy", "replay_trajectory", "run_solution"]
 
 
 @dataclass
@@ -52,14 +53,18 @@ def _compare(report: ReplayReport, where: str, recorded: dict[str, Any], got: di
 
 
 def replay_trajectory(row: dict[str, Any], pool: EpisodePool) -> ReplayReport:
-    task = AgentTask.from_json(row["task"])
+    """Replay one trajectory (a sample record of kind ``agent``) in a fresh container of ``pool``."""
+    outcome = row["outcome"]
+    task = AgentTask.from_json(outcome["task"])
     report = ReplayReport(row["sample_id"], task.id, task.nondeterministic)
     with pool.open(task.files) as episode:
-        if episode.initial_hash != row["initial_hash"]:
-            report.mismatches.append(f"setup: workspace hash {episode.initial_hash} != {row['initial_hash']}")
+        if episode.initial_hash != outcome["initial_hash"]:
+            report.mismatches.append(
+                f"setup: workspace hash {episode.initial_hash} != {outcome['initial_hash']}"
+            )
         check = CheckState(episode, task)
         initial = check.run()
-        _compare(report, "initial check", row["initial_check"], {"check_exit": initial["check_exit"]})
+        _compare(report, "initial check", outcome["initial_check"], {"check_exit": initial["check_exit"]})
         for step in row["steps"]:
             where = f"step {step['index']}"
             if step["kind"] in ("tool", "policy_violation"):
@@ -81,9 +86,15 @@ def replay_trajectory(row: dict[str, Any], pool: EpisodePool) -> ReplayReport:
             if not episode.alive:
                 break
         report.solved = check.passed
-    if report.solved != row["solved"]:
-        report.mismatches.append(f"outcome: solved was {row['solved']}, replay gave {report.solved}")
+    if report.solved != outcome["solved"]:
+        report.mismatches.append(f"outcome: solved was {outcome['solved']}, replay gave {report.solved}")
     return report
+
+
+def recorded_policy(row: dict[str, Any]) -> CommandPolicy | None:
+    """The command policy the trajectory ran under (replay refuses what the run refused)."""
+    recorded = json.loads(row["outcome"].get("policy") or "{}")
+    return CommandPolicy(recorded["mode"], tuple(recorded["rules"])) if recorded else None
 
 
 def run_solution(task: AgentTask, calls: list[dict[str, Any]], pool: EpisodePool) -> tuple[bool, list[str]]:

@@ -1,16 +1,19 @@
 """Rollouts: ``n`` episodes per task, driven by any engine, all live episodes advancing together.
 
+The engine sees the record's own conversation (assistant ``tool_calls``, ``tool`` results) with the
+task's tools passed natively (``Engine.chat(..., tools=)``); on engines that constrain JSON and do
+not parse calls themselves, every reply is constrained to :func:`~.policy.reply_schema`.
+
 Each step is one batched ``engine.chat`` call over the live episodes (one per distinct reply
 schema; identical conversations are asked once with ``n`` completions, so rollouts that share a
 history still sample independently), then every episode's tool call runs in parallel, up to the
-pool's size. An episode ends on a final answer, a passing check, ``max_steps``, ``time_limit_s``
-or a container a step took down. At most ``pool.workers`` episodes are live at once (each holds
-a container); more run in waves.
+pool's size. An episode ends on a final answer, a passing check, ``max_steps``, ``time_limit_s`` (of
+sandbox time) or a container a step took down. At most ``pool.workers`` episodes are live at once
+(each holds a container); more run in waves.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -18,14 +21,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ptfactory import code_version
 from ptfactory.engines.base import Completion, Engine, SamplingParams
 from ptfactory.filters.execution.episode import Episode, EpisodePool, StepResult
-from ptfactory.generators.agent.policy import Action, parse_reply, reply_schema, system_prompt
+from ptfactory.generators.agent.policy import Action, action_of, reply_schema, system_prompt
 from ptfactory.generators.agent.rewards import RewardWeights, step_rewards
 from ptfactory.generators.agent.tasks import AgentTask
 from ptfactory.generators.agent.tools import CheckState, execute_call
+from ptfactory.storage.schema import sample_id
 
-__all__ = ["RolloutConfig", "run_rollouts", "trajectory_id"]
+__all__ = ["RolloutConfig", "run_rollouts", "tools_json"]
 
 _PROMPT_OUTPUT_CHARS = 1500  # of a tool's output, shown to the model (the record keeps the tail)
 
@@ -38,6 +43,16 @@ class RolloutConfig:
     seed: int = 0
     max_steps: int | None = None  # overrides every task's own budget when set (tests, smoke runs)
     weights: RewardWeights = field(default_factory=RewardWeights)
+    batch: str = "cli"  # the rows' ``batch`` (the factory's partition key)
+
+    def sampling(self) -> dict[str, Any]:
+        keys = ("rollouts", "temperature", "max_tokens", "seed", "max_steps")
+        return {k: getattr(self, k) for k in keys}
+
+
+def tools_json(tools: Sequence[dict[str, Any]]) -> str:
+    """The ``tools`` column: canonical JSON (so the same tools hash alike)."""
+    return json.dumps(list(tools), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 class _Run:
@@ -61,22 +76,20 @@ class _Run:
     def done(self) -> bool:
         return bool(self.stop_reason)
 
-    def conversation(self) -> list[dict[str, str]]:
-        """The plain {role, content} view every backend takes (tool results as user turns)."""
-        plain = []
+    def conversation(self) -> list[dict[str, Any]]:
+        """What the engine sees: the record's messages, long tool outputs cut to their tail."""
+        seen = []
         for message in self.messages:
-            if message["role"] == "tool":
-                text = message["content"]
-                if len(text) > _PROMPT_OUTPUT_CHARS:
-                    text = "…" + text[-_PROMPT_OUTPUT_CHARS:]
-                plain.append({"role": "user", "content": f"[{message['name']} result]\n{text}"})
+            text = message["content"]
+            if message["role"] == "tool" and len(text) > _PROMPT_OUTPUT_CHARS:
+                seen.append({**message, "content": "…" + text[-_PROMPT_OUTPUT_CHARS:]})
             else:
-                plain.append({"role": message["role"], "content": message["content"] or ""})
-        return plain
+                seen.append(message)
+        return seen
 
-    def act(self, completion: Completion) -> None:
+    def act(self, completion: Completion, native: bool = False) -> None:
         """Parse the reply, run its call, record the step, and decide whether the episode ends."""
-        action = parse_reply(completion.text, self.task)
+        action = action_of(completion.text, completion.tool_calls, self.task, native)
         index = len(self.steps)
         step: dict[str, Any] = {
             "index": index,
@@ -112,7 +125,7 @@ class _Run:
             self.messages.append(
                 {
                     "role": "assistant",
-                    "content": text,
+                    "content": action.text,
                     "tool_calls": [
                         {
                             "id": call_id,
@@ -132,7 +145,7 @@ class _Run:
                 {"role": "tool", "tool_call_id": call_id, "name": action.name, "content": content}
             )
         elif action.kind == "final":
-            self.messages.append({"role": "assistant", "content": text})
+            self.messages.append({"role": "assistant", "content": action.answer or ""})
         else:
             self.messages.append({"role": "assistant", "content": text})
             self.messages.append({"role": "user", "content": f"error: {action.error}"})
@@ -148,40 +161,60 @@ class _Run:
             self.stop_reason = "check_passed"
         elif len(self.steps) >= self.max_steps:
             self.stop_reason = "max_steps"
-        elif time.perf_counter() - self.started > self.task.time_limit_s:
+        elif self.episode.sandbox_s > self.task.time_limit_s:
+            # the episode's own time in its sandbox: the engine's time depends on the machine and
+            # on what shares its batches, and would make the same rollout end differently
             self.stop_reason = "time_limit"
         self.solved = self.check.passed if self.stop_reason else False
 
-    def row(self, model: str, weights: RewardWeights) -> dict[str, Any]:
+    def row(self, engine: Engine, config: RolloutConfig, policy: str) -> dict[str, Any]:
+        """The episode as a sample record of kind ``agent`` (schema 2)."""
         counts = self.initial.get("tests_passed"), self.initial.get("tests_total")
         initial = (counts[0], counts[1]) if counts[0] is not None and counts[1] is not None else None
-        rewards = step_rewards(self.steps, self.solved, initial, weights)
+        rewards = step_rewards(self.steps, self.solved, initial, config.weights)
         for step, reward in zip(self.steps, rewards, strict=True):
             step["reward"] = reward
         parsed = sum(1 for s in self.steps if s["kind"] not in ("unparsable",))
+        tools = tools_json(self.task.tools)
+        prompt_tokens = sum(s["prompt_tokens"] for s in self.steps)
+        completion_tokens = sum(s["completion_tokens"] for s in self.steps)
         return {
-            "sample_id": trajectory_id(self.task.id, self.rollout, self.messages),
+            "sample_id": sample_id("agent", self.messages, tools=tools),
+            "batch": config.batch,
             "kind": "agent",
-            "task_id": self.task.id,
-            "rollout": self.rollout,
-            "instruction": self.task.instruction,
-            "task": self.task.to_json(),
-            "tools": json.dumps(self.task.tools, sort_keys=True),
             "messages": self.messages,
+            "tools": tools,
             "steps": self.steps,
-            "initial_hash": self.episode.initial_hash,
-            "initial_check": self.initial,
-            "solved": self.solved,
-            "stop_reason": self.stop_reason,
-            "n_steps": len(self.steps),
-            "wall_s": round(time.perf_counter() - self.started, 3),
-            "sandbox_s": round(self.episode.sandbox_s, 3),
-            "prompt_tokens": sum(s["prompt_tokens"] for s in self.steps),
-            "completion_tokens": sum(s["completion_tokens"] for s in self.steps),
-            "parse_rate": parsed / len(self.steps) if self.steps else 0.0,
-            "violations": sum(1 for s in self.steps if s["kind"] == "policy_violation"),
-            "reward": round(sum(rewards), 6),
-            "model": model,
+            "outcome": {
+                "task_id": self.task.id,
+                "rollout": self.rollout,
+                "solved": self.solved,
+                "stop_reason": self.stop_reason,
+                "n_steps": len(self.steps),
+                "wall_s": round(time.perf_counter() - self.started, 3),
+                "sandbox_s": round(self.episode.sandbox_s, 3),
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "parse_rate": parsed / len(self.steps) if self.steps else 0.0,
+                "violations": sum(1 for s in self.steps if s["kind"] == "policy_violation"),
+                "reward": round(sum(rewards), 6),
+                "initial_hash": self.episode.initial_hash,
+                "initial_check": self.initial,
+                "task": self.task.to_json(),
+                "policy": policy,
+            },
+            "provenance": {
+                "method": "agent_rollout",
+                "engine": engine.backend,
+                "model": engine.model_id,
+                "sampling_params": json.dumps(config.sampling(), sort_keys=True),
+                "seed_task_id": self.task.id,
+                "code_version": code_version(),
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "finish_reason": self.steps[-1]["finish_reason"] if self.steps else None,
+            },
+            "decisions": [],
         }
 
 
@@ -196,25 +229,22 @@ def _result_fields(result: StepResult) -> dict[str, Any]:
     }
 
 
-def trajectory_id(task_id: str, rollout: int, messages: list[dict[str, Any]]) -> str:
-    """Hashes the whole conversation, tool calls and tool results included."""
-    body = json.dumps([task_id, rollout, messages], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(body.encode()).hexdigest()
-
-
 def _ask(engine: Engine, runs: Sequence[_Run], config: RolloutConfig) -> list[Completion]:
     """One completion per run: one batched chat call per distinct reply schema."""
     answers: list[Completion | None] = [None] * len(runs)
     groups: dict[str, list[int]] = {}
     schemas: dict[str, dict[str, Any] | None] = {}
+    tools: dict[str, list[dict[str, Any]]] = {}
+    constrain = engine.supports_json_schema and not engine.native_tool_calls
     for i, run in enumerate(runs):
-        schema = reply_schema(run.task, final=bool(run.steps)) if engine.supports_json_schema else None
-        key = json.dumps(schema, sort_keys=True)
+        schema = reply_schema(run.task, final=bool(run.steps)) if constrain else None
+        key = json.dumps([schema, run.task.tools], sort_keys=True)
         groups.setdefault(key, []).append(i)
         schemas[key] = schema
+        tools[key] = run.task.tools
     for key, members in groups.items():
         unique: dict[str, list[int]] = {}
-        conversations: dict[str, list[dict[str, str]]] = {}
+        conversations: dict[str, list[dict[str, Any]]] = {}
         for i in members:
             conversation = runs[i].conversation()
             text = json.dumps(conversation, sort_keys=True)
@@ -227,7 +257,7 @@ def _ask(engine: Engine, runs: Sequence[_Run], config: RolloutConfig) -> list[Co
             seed=config.seed,
             json_schema=schemas[key],
         )
-        replies = engine.chat([conversations[t] for t in unique], params)
+        replies = engine.chat([conversations[t] for t in unique], params, tools=tools[key])
         for (_, indices), completions in zip(unique.items(), replies, strict=True):
             for j, i in enumerate(indices):
                 answers[i] = completions[j % len(completions)]
@@ -267,7 +297,12 @@ def run_rollouts(
                     if not live:
                         break
                     completions = _ask(engine, live, config)
-                    list(threads.map(lambda pair: pair[0].act(pair[1]), zip(live, completions, strict=True)))
+                    list(
+                        threads.map(
+                            lambda pair: pair[0].act(pair[1], engine.native_tool_calls),
+                            zip(live, completions, strict=True),
+                        )
+                    )
                     solved = sum(1 for r in runs if r.solved)
                     say(
                         f"episodes {start + 1}-{start + len(wave)}/{len(planned)}: step {step + 1}, "
@@ -276,5 +311,5 @@ def run_rollouts(
             finally:
                 list(threads.map(lambda r: r.episode.close(), runs))
             policy = json.dumps({"mode": pool.policy.mode, "rules": list(pool.policy.rules)})
-            rows.extend({**r.row(engine.model_id, config.weights), "policy": policy} for r in runs)
+            rows.extend(r.row(engine, config, policy) for r in runs)
     return rows

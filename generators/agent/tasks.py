@@ -91,7 +91,7 @@ class AgentTask:
     check: str
     tools: list[dict[str, Any]] = field(default_factory=lambda: list(DEFAULT_TOOLS.values()))
     max_steps: int = 10
-    time_limit_s: float = 120.0
+    time_limit_s: float = 120.0  # seconds the episode may spend in its sandbox (engine time aside)
     nondeterministic: bool = False
     source: str = ""
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ptfactory.errors import UserInputError
-from ptfactory.pipelines.cli._app import app, config_path, err, print_json, user_path
+from ptfactory.pipelines.cli._app import app, config_path, datasets, err, print_json, user_path
 
 if TYPE_CHECKING:
     from ptfactory.filters.execution.commands import CommandPolicy
@@ -106,15 +105,44 @@ def agent_run(
     finally:
         pool.close()
         engine.close()
-    write_trajectories(rows, target)
-    steps = sum(r["n_steps"] for r in rows)
-    solved = sum(r["solved"] for r in rows)
-    parsed = sum(r["parse_rate"] * r["n_steps"] for r in rows)
+    repeats = write_trajectories(rows, target)
+    outcomes = [r["outcome"] for r in rows]
+    steps = sum(o["n_steps"] for o in outcomes)
+    solved = sum(o["solved"] for o in outcomes)
+    parsed = sum(o["parse_rate"] * o["n_steps"] for o in outcomes)
+    same = f" ({repeats} repeated another and were written once)" if repeats else ""
     err.print(
-        f"{len(rows)} episodes, {solved} solved, {steps} steps, parse rate {parsed / max(steps, 1):.0%}, "
-        f"{time.perf_counter() - started:.1f}s -> {target}",
+        f"{len(rows)} episodes{same}, {solved} solved, {steps} steps, parse rate "
+        f"{parsed / max(steps, 1):.0%}, {time.perf_counter() - started:.1f}s -> {target}",
         highlight=False,
     )
+
+
+def _from_file(path: Path, sample_id: str) -> dict[str, Any]:
+    from ptfactory.generators.agent.record import read_trajectories
+
+    rows = [r for r in read_trajectories(path) if r["sample_id"].startswith(sample_id)]
+    if len(rows) != 1:
+        what = "no trajectory" if not rows else f"{len(rows)} trajectories"
+        raise UserInputError(f"{what} in {path} with a sample_id starting {sample_id!r}; give more of the id")
+    return rows[0]
+
+
+def _from_catalog(sample_id: str) -> dict[str, Any]:
+    from ptfactory.errors import DatasetRefError
+    from ptfactory.storage.assetstore import AssetStore
+    from ptfactory.storage.lineage import lineage
+
+    try:
+        row = lineage(sample_id, datasets(), AssetStore())["record"]
+    except DatasetRefError as exc:
+        raise UserInputError(f"{exc}; or read it from a file with --from OUT.parquet") from exc
+    if not row or not (row.get("outcome") or {}).get("task"):
+        raise UserInputError(
+            f"sample {sample_id!r} is a {(row or {}).get('kind')} row with no recorded episode, "
+            "not an agent trajectory"
+        )
+    return dict(row)
 
 
 @agent_app.command("replay")
@@ -123,34 +151,30 @@ def agent_replay(
         str, typer.Argument(metavar="SAMPLE_ID", help="a trajectory's sample_id (a unique prefix will do)")
     ],
     source: Annotated[
-        Path, typer.Option("--from", help="the trajectory Parquet file written by `ptf agent run`")
-    ],
+        Path | None,
+        typer.Option(
+            "--from",
+            help="a trajectory Parquet file written by `ptf agent run` (default: the catalog: published "
+            "versions, then the factory's stage outputs)",
+        ),
+    ] = None,
     config: Annotated[Path, typer.Option("--config", help="factory.yaml (sandbox)")] = Path("factory.yaml"),
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Re-execute a trajectory's recorded calls in a fresh sandbox; exit 0 only when every step's
     exit code and workspace hash and the final check reproduce.
 
-    For now the trajectory is read from the Parquet file given by --from (published `agent`
-    dataset versions are not there yet).
+    The trajectory is found by its id in the catalog (published versions, then the factory's stage
+    outputs, as `ptf lineage` finds a sample), or in the Parquet file given by --from.
 
-    Example: `ptf agent replay 3f2a9c --from trajectories.parquet`
+    Examples: `ptf agent replay 3f2a9c` and `ptf agent replay 3f2a9c --from trajectories.parquet`
     """
-    from ptfactory.generators.agent.record import read_trajectories
-    from ptfactory.generators.agent.replay import replay_trajectory
+    from ptfactory.generators.agent.replay import recorded_policy, replay_trajectory
 
-    path = user_path(source)
-    rows = [r for r in read_trajectories(path) if r["sample_id"].startswith(sample_id)]
-    if len(rows) != 1:
-        what = "no trajectory" if not rows else f"{len(rows)} trajectories"
-        raise UserInputError(f"{what} in {path} with a sample_id starting {sample_id!r}; give more of the id")
-    from ptfactory.filters.execution.commands import CommandPolicy
-
-    recorded = json.loads(rows[0].get("policy") or "{}")  # replay refuses what the run refused
-    policy = CommandPolicy(recorded["mode"], tuple(recorded["rules"])) if recorded else _policy(None, None)
-    pool = _pool(config, 1, policy)
+    row = _from_file(user_path(source), sample_id) if source is not None else _from_catalog(sample_id)
+    pool = _pool(config, 1, recorded_policy(row) or _policy(None, None))
     try:
-        report = replay_trajectory(rows[0], pool)
+        report = replay_trajectory(row, pool)
     finally:
         pool.close()
     if as_json:

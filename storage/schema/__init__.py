@@ -9,7 +9,7 @@ record". Stages never drop rows from their output: a dropped row carries a
 ==========  ==============================================================
 module      holds
 ==========  ==============================================================
-``record``  the Arrow types (``SAMPLE_SCHEMA`` and its structs), kinds, roles, verdicts
+``record``  the Arrow types (``SAMPLE_SCHEMA``, schema 2, and its structs), kinds, roles, verdicts
 ``ids``     ``sample_id``, the stable content hash
 ``checks``  ``from_records``, ``conform``, ``validate_table``
 ``trail``   the decisions trail and scores: ``add_decision``, ``dropped_mask``, ``set_score``
@@ -21,6 +21,7 @@ module      holds
 from ptfactory.storage.schema.checks import conform, empty_table, from_records, validate_table
 from ptfactory.storage.schema.ids import sample_id
 from ptfactory.storage.schema.record import (
+    AGENT_COLUMNS,
     ANNOTATION,
     DECISION,
     DEDUP,
@@ -29,11 +30,17 @@ from ptfactory.storage.schema.record import (
     JUDGE_VOTE,
     KINDS,
     MESSAGE,
+    MESSAGE_V1,
     MESSAGES,
+    OUTCOME,
     PROVENANCE,
     ROLES,
     SAMPLE_SCHEMA,
+    SCHEMA_VERSION,
     SCORES,
+    STEP,
+    STEP_LABEL,
+    TOOL_CALL,
     VERDICTS,
 )
 from ptfactory.storage.schema.review import (
@@ -44,10 +51,11 @@ from ptfactory.storage.schema.review import (
     latest_copies,
     pending_review,
 )
-from ptfactory.storage.schema.text import prompt_of, response_of, row_texts
+from ptfactory.storage.schema.text import prompt_of, response_of, row_texts, turn_text
 from ptfactory.storage.schema.trail import add_decision, dropped_mask, live_rows, set_score
 
 __all__ = [
+    "AGENT_COLUMNS",
     "ANNOTATION",
     "AUDIT_REASON",
     "DECISION",
@@ -58,10 +66,16 @@ __all__ = [
     "KINDS",
     "MESSAGE",
     "MESSAGES",
+    "MESSAGE_V1",
+    "OUTCOME",
     "PROVENANCE",
     "ROLES",
     "SAMPLE_SCHEMA",
+    "SCHEMA_VERSION",
     "SCORES",
+    "STEP",
+    "STEP_LABEL",
+    "TOOL_CALL",
     "VERDICTS",
     "add_decision",
     "audited_verdict",
@@ -79,5 +93,6 @@ __all__ = [
     "row_texts",
     "sample_id",
     "set_score",
+    "turn_text",
     "validate_table",
 ]

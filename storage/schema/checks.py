@@ -135,6 +135,8 @@ def validate_table(table: pa.Table) -> None:
         if bad is not None:
             fail(bad, f"field {name!r} is empty; code rows need 'tests' and 'entry_point'")
 
+    _validate_agent(table, kind, fail)
+
     decisions = table.column("decisions")
     flat = pc.list_flatten(decisions)
     if len(flat):
@@ -178,3 +180,46 @@ def _validate_turns(table: pa.Table, name: str, fail: Any) -> None:
     if bad_el is not None:
         row = _row_of_element(column, bad_el)
         fail(row, f"field '{name}' has a turn with no content")
+    answers = pc.struct_field(flat, "tool_call_id")
+    orphan = pc.and_kleene(
+        pc.equal(roles, "tool"), pc.or_kleene(pc.is_null(answers), pc.equal(pc.utf8_length(answers), 0))
+    )
+    bad_el = _first_true(orphan)
+    if bad_el is not None:
+        row = _row_of_element(column, bad_el)
+        fail(row, f"field '{name}' has a tool turn with no 'tool_call_id'; it must name the call it answers")
+
+
+def _validate_agent(table: pa.Table, kind: pa.ChunkedArray, fail: Any) -> None:
+    """Agent rows offer tools and say how the episode ended; step labels point at real steps."""
+    is_agent = pc.equal(kind, "agent")
+    tools = table.column("tools")
+    bad = _first_true(
+        pc.and_kleene(is_agent, pc.or_kleene(pc.is_null(tools), pc.equal(pc.utf8_length(tools), 0)))
+    )
+    if bad is not None:
+        fail(bad, "field 'tools' is empty; agent rows need the tool specs they were offered")
+    bad = _first_true(pc.and_kleene(is_agent, pc.is_null(table.column("outcome"))))
+    if bad is not None:
+        fail(bad, "field 'outcome' is empty; agent rows need their episode's outcome")
+    labels = table.column("step_labels")
+    flat = pc.list_flatten(labels)
+    if not len(flat):
+        return
+    parents = pc.list_parent_indices(labels)
+    steps = pc.take(pc.fill_null(pc.list_value_length(table.column("steps")), 0), parents)
+    step = pc.struct_field(flat, "step")
+    label = pc.struct_field(flat, "label")
+    bad_el = _first_true(
+        pc.or_kleene(
+            pc.or_kleene(pc.is_null(step), pc.less(step, 0)),
+            pc.or_kleene(pc.greater_equal(step, steps), pc.equal(pc.fill_null(pc.utf8_length(label), 0), 0)),
+        )
+    )
+    if bad_el is not None:
+        row = _row_of_element(labels, bad_el)
+        fail(
+            row,
+            f"step label {flat[bad_el].as_py()} names no step of the row or has no label; "
+            f"steps are 0..{steps[bad_el].as_py() - 1}",
+        )

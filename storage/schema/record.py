@@ -1,10 +1,21 @@
-"""The sample record's Arrow types: one schema every stage reads and writes (DESIGN.md)."""
+"""The sample record's Arrow types: one schema every stage reads and writes (DESIGN.md).
+
+Schema 2 (``sample/2``) adds agent trajectories to schema 1 (``sample/1``): a message may carry
+assistant ``tool_calls`` (OpenAI form: id, type, function name and JSON ``arguments``) or be a
+``tool`` message answering one (``tool_call_id``, ``name``); new columns ``tools`` (the JSON-schema
+tool specs offered, as canonical JSON), ``steps`` (per step: the call, exit code, duration, output
+tail, workspace hash, tokens, reward), ``outcome`` (solved, steps, wall time, sandbox seconds, the
+task and policy replay needs) and ``step_labels`` (an expert's label per step: step index, label,
+annotator). Kind ``agent`` joins. A schema-1 table is a schema-2 table with those fields null:
+:func:`~ptfactory.storage.schema.checks.conform` lifts it, and its ``sample_id``s are unchanged.
+"""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
 __all__ = [
+    "AGENT_COLUMNS",
     "ANNOTATION",
     "DECISION",
     "DEDUP",
@@ -14,19 +25,44 @@ __all__ = [
     "KINDS",
     "MESSAGE",
     "MESSAGES",
+    "MESSAGE_V1",
+    "OUTCOME",
     "PROVENANCE",
     "ROLES",
     "SAMPLE_SCHEMA",
+    "SCHEMA_VERSION",
     "SCORES",
+    "STEP",
+    "STEP_LABEL",
+    "TOOL_CALL",
     "VERDICTS",
 ]
 
-KINDS = ("sft", "preference", "code")
-ROLES = ("system", "user", "assistant")
+SCHEMA_VERSION = 2
+KINDS = ("sft", "preference", "code", "agent")
+ROLES = ("system", "user", "assistant", "tool")
 # keep/drop end a row's fate at a stage; route/accept/reject belong to review.
 VERDICTS = ("keep", "drop", "route", "accept", "reject", "wait", "edit")
 
-MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
+MESSAGE_V1 = pa.struct([("role", pa.string()), ("content", pa.string())])
+TOOL_CALL = pa.struct(
+    [
+        ("id", pa.string()),
+        ("type", pa.string()),  # "function"
+        ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())])),  # arguments: JSON
+    ]
+)
+# role and content as in schema 1 (content "" on an assistant turn that only calls tools); the
+# rest null on plain turns
+MESSAGE = pa.struct(
+    [
+        ("role", pa.string()),
+        ("content", pa.string()),
+        ("tool_calls", pa.list_(TOOL_CALL)),
+        ("tool_call_id", pa.string()),
+        ("name", pa.string()),
+    ]
+)
 MESSAGES = pa.list_(MESSAGE)
 
 PROVENANCE = pa.struct(
@@ -113,6 +149,58 @@ ANNOTATION = pa.struct(
     ]
 )
 
+STEP = pa.struct(
+    [
+        ("index", pa.int32()),
+        ("kind", pa.string()),  # tool | final | unparsable | invalid | policy_violation | check
+        ("name", pa.string()),
+        ("arguments", pa.string()),  # JSON
+        ("status", pa.string()),
+        ("exit_code", pa.int32()),
+        ("duration_ms", pa.float64()),
+        ("output_tail", pa.string()),
+        ("tree_hash", pa.string()),  # the workspace's hash after the step
+        ("error", pa.string()),
+        ("checked", pa.bool_()),  # the task's check ran after this step
+        ("check_exit", pa.int32()),
+        ("check_hash", pa.string()),
+        ("tests_passed", pa.int32()),
+        ("tests_total", pa.int32()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("finish_reason", pa.string()),  # the engine's: "length" marks a reply cut at max_tokens
+        ("reward", pa.float64()),
+    ]
+)
+OUTCOME = pa.struct(
+    [
+        ("task_id", pa.string()),
+        ("rollout", pa.int32()),
+        ("solved", pa.bool_()),
+        ("stop_reason", pa.string()),  # final_answer | check_passed | max_steps | time_limit | sandbox_gone
+        ("n_steps", pa.int32()),
+        ("wall_s", pa.float64()),
+        ("sandbox_s", pa.float64()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("parse_rate", pa.float64()),  # steps whose reply parsed / steps
+        ("violations", pa.int32()),
+        ("reward", pa.float64()),
+        ("initial_hash", pa.string()),
+        ("initial_check", STEP),
+        ("task", pa.string()),  # the whole task as JSON (workspace included): replay needs nothing else
+        ("policy", pa.string()),  # the command policy as JSON {mode, rules}: replay refuses alike
+    ]
+)
+STEP_LABEL = pa.struct(
+    [
+        ("step", pa.int32()),  # index into ``steps``
+        ("label", pa.string()),  # e.g. first_error | ok
+        ("annotator", pa.string()),
+    ]
+)
+AGENT_COLUMNS = ("tools", "steps", "outcome", "step_labels")
+
 SAMPLE_SCHEMA = pa.schema(
     [
         pa.field("sample_id", pa.string(), nullable=False),
@@ -128,6 +216,10 @@ SAMPLE_SCHEMA = pa.schema(
         pa.field("scores", SCORES),
         pa.field("decisions", pa.list_(DECISION), nullable=False),
         pa.field("annotation", ANNOTATION),
+        pa.field("tools", pa.string()),  # canonical JSON list of tool specs (agent rows)
+        pa.field("steps", pa.list_(STEP)),
+        pa.field("outcome", OUTCOME),
+        pa.field("step_labels", pa.list_(STEP_LABEL)),
     ],
-    metadata={"ptfactory.schema": "sample/1"},
+    metadata={"ptfactory.schema": f"sample/{SCHEMA_VERSION}"},
 )

@@ -8,6 +8,9 @@ decided. Only the last decision of these two stages tells where a row stands:
 - ``is_waiting``: a ``wait`` verdict, over its batch's review budget (routing: it competes again);
 - ``pending_review``: either, so nothing an expert decided and not publishable (assembly).
 
+Apart from review, ``budget_exhausted_mask``: rows a stage could not finish within the run's budget,
+or held back from a batch that stopped at its budget (a ``drop``: never published; a rerun finishes them).
+
 A row that waits in batch A and gets a review slot from a later batch C's budget is stored twice:
 in A's ``routed_samples`` (still ``wait``: an asset never rewrites another partition) and in C's
 (the same row, its trail one decision longer). :func:`latest_copies` keeps, per (sample_id,
@@ -25,8 +28,10 @@ import pyarrow.compute as pc
 
 __all__ = [
     "AUDIT_REASON",
+    "BUDGET_REASON",
     "audited_verdict",
     "awaiting_review",
+    "budget_exhausted_mask",
     "is_waiting",
     "latest_copies",
     "pending_review",
@@ -35,6 +40,7 @@ __all__ = [
 ROUTE_STAGE = "route"
 REVIEW_STAGE = "review"
 AUDIT_REASON = "audit"  # a blind sample of the automatic verdicts; detail: "audit of auto_accept; ..."
+BUDGET_REASON = "budget_exhausted"  # the reason of a drop decision made when a run's budget ran out
 
 Trail = Sequence[Mapping[str, Any]] | None
 
@@ -61,6 +67,18 @@ def is_waiting(trail: Trail) -> bool:
 def pending_review(trail: Trail) -> bool:
     """Awaiting an expert or waiting for a slot: no one decided this row, so it is not published."""
     return awaiting_review(trail) or is_waiting(trail)
+
+
+def budget_exhausted_mask(table: pa.Table) -> pa.Array:
+    """True for rows dropped because a budget ran out (unfinished, or held back), not for what they
+    say; on the Arrow columns (assembly reads whole batches)."""
+    decisions = table.column("decisions").combine_chunks()
+    flat = pc.list_flatten(decisions)
+    if not len(flat):
+        return pa.array([False] * table.num_rows, pa.bool_())
+    hit = pc.and_(pc.equal(flat.field("reason"), BUDGET_REASON), pc.equal(flat.field("verdict"), "drop"))
+    rows = pc.filter(pc.list_parent_indices(decisions), hit.fill_null(False))
+    return pc.is_in(pa.array(range(table.num_rows), pa.int64()), value_set=rows.cast(pa.int64()))
 
 
 def audited_verdict(trail: Trail) -> str | None:

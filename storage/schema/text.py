@@ -22,15 +22,27 @@ import pyarrow as pa
 
 from ptfactory.errors import SchemaError
 
-__all__ = ["Messages", "prompt_of", "response_of", "row_texts"]
+__all__ = ["Messages", "prompt_of", "response_of", "row_texts", "turn_text"]
 
 Messages = Sequence[Mapping[str, Any]] | None
 
 
+def turn_text(message: Mapping[str, Any]) -> str:
+    """A turn's content, then each tool call it makes as ``name arguments`` on a line of its own
+    (a plain turn is its content, as in schema 1)."""
+    calls = message.get("tool_calls") or []
+    if not calls:
+        return str(message["content"])
+    lines = [str(message["content"] or "")] if message["content"] else []
+    lines.extend(f"{c['function']['name']} {c['function']['arguments']}" for c in calls)
+    return "\n".join(lines)
+
+
 def row_texts(table: pa.Table) -> pa.Array:
-    """Each row's conversation as one text (turns joined by newlines): what dedup and embeddings read."""
+    """Each row's conversation as one text (turns joined by newlines, tool calls included): what
+    dedup and embeddings read."""
     texts = [
-        "\n".join(m["content"] for m in messages or []) for messages in table.column("messages").to_pylist()
+        "\n".join(turn_text(m) for m in messages or []) for messages in table.column("messages").to_pylist()
     ]
     return pa.array(texts, pa.string())
 
@@ -48,8 +60,8 @@ def prompt_of(messages: Messages, *, context: bool = False, required: bool = Fal
         if turns and turns[-1]["role"] == "assistant":
             turns = turns[:-1]
         if len(turns) == 1:
-            return str(turns[0]["content"])
-        return "\n\n".join(f"[{m['role']}] {m['content']}" for m in turns)
+            return turn_text(turns[0])
+        return "\n\n".join(f"[{m['role']}] {turn_text(m)}" for m in turns)
     for message in turns:
         if message["role"] == "user":
             return str(message["content"])

@@ -18,7 +18,7 @@ def test_help_names_the_commands_and_the_from_file(ptf: Ptf) -> None:
     top = ptf("agent", "--help")
     assert top.returncode == 0 and "run" in top.stdout and "replay" in top.stdout
     replay = ptf("agent", "replay", "--help")
-    assert replay.returncode == 0 and "--from" in replay.stdout and "Parquet" in replay.stdout
+    assert replay.returncode == 0 and "--from" in replay.stdout and "catalog" in replay.stdout
 
 
 def test_bad_tasks_file_is_a_clear_error(ptf: Ptf, project: Path) -> None:
@@ -46,7 +46,8 @@ def test_run_then_replay(ptf: Ptf, project: Path) -> None:
     assert "2 episodes" in result.stderr and "step 1" in result.stderr  # progress and summary
     table = pq.read_table(project / "t.parquet")
     assert table.num_rows == 2
-    assert {"messages", "tools", "steps", "solved", "parse_rate", "policy"} <= set(table.column_names)
+    assert {"messages", "tools", "steps", "outcome", "step_labels"} <= set(table.column_names)
+    assert table.schema.metadata[b"ptfactory.schema"] == b"sample/2"
     sample_id = table.column("sample_id")[0].as_py()
     replay = ptf("agent", "replay", sample_id[:16], "--from", "t.parquet", "--json")
     assert replay.returncode == 0, replay.stderr

@@ -35,45 +35,45 @@ def test_smollm2_episodes(smollm2: Path, pool: EpisodePool, tmp_path: Path) -> N
     calls: list[int] = []
     chat = engine.chat
 
-    def counted(conversations: Any, params: Any) -> Any:  # a spy: the real engine answers
+    def counted(conversations: Any, params: Any, tools: Any = None) -> Any:  # a spy: the real engine answers
         calls.append(len(conversations))
-        return chat(conversations, params)
+        assert tools and tools[0]["function"]["name"] == "bash"  # passed natively, to the template
+        return chat(conversations, params, tools=tools)
 
     engine.chat = counted  # type: ignore[method-assign]
     tasks = read_tasks(REPO / "demo" / "agent" / "tasks.jsonl")[:2]
     rows = run_rollouts(tasks, engine, pool, RolloutConfig(rollouts=2, max_steps=MAX_STEPS, max_tokens=64))
     out = tmp_path / "smollm2.parquet"
-    write_trajectories(rows, out)
+    planned = {(t.id, k) for t in tasks for k in range(2)}
+    assert {(r["outcome"]["task_id"], r["outcome"]["rollout"]) for r in rows} == planned
+    repeats = write_trajectories(rows, out)  # rollouts that said and did the same are one sample
     rows = read_trajectories(out)
-
-    assert len(rows) == 4 and {(r["task_id"], r["rollout"]) for r in rows} == {
-        (t.id, k) for t in tasks for k in range(2)
-    }
-    assert len({r["sample_id"] for r in rows}) == 4
+    outcomes = [r["outcome"] for r in rows]
+    assert len(rows) + repeats == 4 and len({r["sample_id"] for r in rows}) == len(rows)
     # one batched call per step: all four live episodes in it at step 1
     assert 1 <= len(calls) <= MAX_STEPS and calls[0] >= 1
-    for row in rows:
-        assert row["kind"] == "agent" and row["model"] == "SmolLM2-135M-Instruct"
-        assert 1 <= row["n_steps"] <= MAX_STEPS, row  # the budget holds
-        assert row["stop_reason"] in {
+    for row, outcome in zip(rows, outcomes, strict=True):
+        assert row["kind"] == "agent" and row["provenance"]["model"] == "SmolLM2-135M-Instruct"
+        assert 1 <= outcome["n_steps"] <= MAX_STEPS, row  # the budget holds
+        assert outcome["stop_reason"] in {
             "max_steps",
             "final_answer",
             "check_passed",
             "time_limit",
             "sandbox_gone",
         }
-        assert row["stop_reason"] != "max_steps" or row["n_steps"] == MAX_STEPS
+        assert outcome["stop_reason"] != "max_steps" or outcome["n_steps"] == MAX_STEPS
         kinds = [s["kind"] for s in row["steps"]]
         assert set(kinds) <= {"tool", "final", "unparsable", "invalid", "policy_violation"}
         parsed = sum(k != "unparsable" for k in kinds) / len(kinds)
-        assert row["parse_rate"] == pytest.approx(parsed)
+        assert outcome["parse_rate"] == pytest.approx(parsed)
         if engine.supports_json_schema:  # constrained decoding: every reply not cut at max_tokens parses
             whole = [s for s in row["steps"] if s["finish_reason"] != "length"]
             assert all(s["kind"] != "unparsable" for s in whole), row["steps"]
             # and the first step is a call (no final answer before looking at the workspace)
             assert row["steps"][0]["kind"] != "final"
-        assert row["completion_tokens"] > 0 and row["prompt_tokens"] > 0
-        assert row["reward"] == pytest.approx(sum(s["reward"] for s in row["steps"]), abs=1e-5)
+        assert outcome["completion_tokens"] > 0 and outcome["prompt_tokens"] > 0
+        assert outcome["reward"] == pytest.approx(sum(s["reward"] for s in row["steps"]), abs=1e-5)
         assert [m["role"] for m in row["messages"][:2]] == ["system", "user"]
         for step in row["steps"]:
             if step["kind"] == "tool":
@@ -81,14 +81,14 @@ def test_smollm2_episodes(smollm2: Path, pool: EpisodePool, tmp_path: Path) -> N
         ids = [c["id"] for m in row["messages"] if m["role"] == "assistant" for c in (m["tool_calls"] or [])]
         answered = [m["tool_call_id"] for m in row["messages"] if m["role"] == "tool"]
         assert ids == answered
-        json.loads(row["task"])
+        json.loads(outcome["task"])
     reports = [replay_trajectory(r, pool) for r in rows]
-    assert [r.mismatches for r in reports] == [[]] * 4  # replay rate 100%
-    steps = sum(r["n_steps"] for r in rows)
+    assert [r.mismatches for r in reports] == [[]] * len(rows)  # replay rate 100%
+    steps = sum(o["n_steps"] for o in outcomes)
     print(  # the figures the issue asks for, in the test log (-s)
-        f"smollm2: solve rate {sum(r['solved'] for r in rows) / 4:.2f}, parse rate "
-        f"{sum(r['parse_rate'] * r['n_steps'] for r in rows) / steps:.2f}, replay rate "
-        f"{sum(r.reproduced for r in reports) / 4:.2f}, {steps} steps, tool steps "
+        f"smollm2: solve rate {sum(o['solved'] for o in outcomes) / len(rows):.2f}, parse rate "
+        f"{sum(o['parse_rate'] * o['n_steps'] for o in outcomes) / steps:.2f}, replay rate "
+        f"{sum(r.reproduced for r in reports) / len(rows):.2f}, {steps} steps, tool steps "
         f"{sum(s['kind'] == 'tool' for r in rows for s in r['steps'])}, cut at max_tokens "
         f"{sum(s['finish_reason'] == 'length' for r in rows for s in r['steps'])}, engine {engine.stats.seconds:.1f}s"
     )

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ptfactory.storage.schema import DECISION, MESSAGES, PROVENANCE, conform, from_records
+from ptfactory.storage.schema import DECISION, MESSAGE_V1, MESSAGES, PROVENANCE, conform, from_records
 
 __all__ = ["RayCluster", "code_rows", "start_cluster", "text_corpus", "text_samples"]
 
@@ -213,7 +213,7 @@ def text_samples(texts: list[str], batch: str = "b1") -> pa.Table:
     n = len(texts)
     roles = pa.array(["user", "assistant"] * n, pa.string())
     contents = pa.array([part for text in texts for part in ("Write.", text)], pa.string())
-    turns = pa.StructArray.from_arrays([roles, contents], fields=list(MESSAGES.value_type))
+    turns = pa.StructArray.from_arrays([roles, contents], fields=list(MESSAGE_V1))  # cast to MESSAGES below
     messages = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * n + 1, 2), pa.int32()), turns)
     method = pa.array(["reference" if i % 97 == 3 else "generated" for i in range(n)], pa.string())
     provenance = pa.StructArray.from_arrays(

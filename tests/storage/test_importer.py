@@ -17,6 +17,16 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
+def _plain(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with its turns as {role, content}: schema 2's tool-call fields are null on plain turns."""
+    return {
+        k: [{"role": m["role"], "content": m["content"]} for m in v]
+        if k in ("messages", "chosen", "rejected") and v
+        else v
+        for k, v in row.items()
+    }
+
+
 def _chat(question: str, answer: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
 
@@ -57,7 +67,7 @@ def test_trl_preference_jsonl_with_text_and_message_prompts(tmp_path: Path) -> N
     )
     table, kind = import_table(read_file(path), None, path.name)
     assert kind == "preference"
-    text, turns = table.to_pylist()
+    text, turns = (_plain(r) for r in table.to_pylist())
     assert text["messages"] == [{"role": "user", "content": "Name a colour."}]
     assert text["chosen"] == [{"role": "assistant", "content": "Blue."}]
     assert text["rejected"] == [{"role": "assistant", "content": "Seven."}]
@@ -73,11 +83,11 @@ def test_implicit_prompt_and_prompt_completion_shapes() -> None:
     implicit, kind = import_table(
         [{"chosen": _chat("Q?", "Good."), "rejected": _chat("Q?", "Bad.")}], None, "hh.jsonl"
     )
-    row = implicit.to_pylist()[0]
+    row = _plain(implicit.to_pylist()[0])
     assert kind == "preference" and row["messages"] == [{"role": "user", "content": "Q?"}]
     assert row["chosen"] == [{"role": "assistant", "content": "Good."}]
     completions, kind = import_table([{"prompt": "Q?", "completion": "A."}], None, "pc.jsonl")
-    assert kind == "sft" and completions.to_pylist()[0]["messages"] == _chat("Q?", "A.")
+    assert kind == "sft" and _plain(completions.to_pylist()[0])["messages"] == _chat("Q?", "A.")
 
 
 def test_full_records_keep_their_ids_batches_and_trail(rows: Callable[..., pa.Table]) -> None:
