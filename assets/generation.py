@@ -1,10 +1,12 @@
 """``candidate_instructions`` and ``candidate_responses``: the generation stage."""
 
 from collections import Counter
+from collections.abc import Callable
 
 import dagster as dg
 import pyarrow as pa
 
+from ptfactory.assets.budget import budget_metadata, largest_within, metered, stage_guard, within_budget
 from ptfactory.assets.common import (
     check_specs,
     counts_md,
@@ -15,8 +17,39 @@ from ptfactory.assets.common import (
 )
 from ptfactory.assets.partitions import batch_partitions
 from ptfactory.assets.resources import FactoryResource
-from ptfactory.generators.instructions import generate_instructions
+from ptfactory.engines.base import Engine
+from ptfactory.engines.budget import BudgetExhausted, BudgetGuard
+from ptfactory.generators.config import GenerationConfig
+from ptfactory.generators.instructions import InstructionStats, generate_instructions
+from ptfactory.generators.responses import STAGE as RESPOND
 from ptfactory.generators.responses import generate_responses
+from ptfactory.storage.schema import conform, live_rows
+
+_COUNTS = ("self_instruct", "evol_instruct", "code")
+
+
+def _instructions_within_budget(
+    guard: BudgetGuard, engine: Engine, seeds: pa.Table, config: GenerationConfig, batch: str
+) -> tuple[tuple[pa.Table, InstructionStats], dict[str, int]]:
+    """After the budget stopped instruction generation: the most of each method's count (in order)
+    that finishes from the cache alone. A smaller count asks a prefix of the same requests."""
+    done = dict.fromkeys(_COUNTS, 0)
+
+    def attempt(key: str) -> Callable[[int], tuple[pa.Table, InstructionStats]]:
+        def run(k: int) -> tuple[pa.Table, InstructionStats]:
+            counts = {**done, key: k}
+            sections = {m: getattr(config, m).model_copy(update={"count": counts[m]}) for m in _COUNTS}
+            return generate_instructions(seeds, engine, config.model_copy(update=sections), batch)
+
+        return run
+
+    results = []
+    for key in _COUNTS:
+        done[key], result = largest_within(
+            guard, [engine], attempt(key), getattr(config, key).count, n_fails=False
+        )
+        results.append(result)
+    return results[-1], done
 
 
 @dg.asset(
@@ -36,7 +69,14 @@ def candidate_instructions(
     """
     engine = factory.engine("generator")
     before = engine.stats.__dict__.copy()
-    table, stats = generate_instructions(seed_tasks, engine, factory.config.generation, context.partition_key)
+    config, batch = factory.config.generation, context.partition_key
+    guard = stage_guard(context, factory, "candidate_instructions")
+    with metered(guard, [(engine, factory.price_per_mtok("generator"))]):
+        try:
+            (table, stats), done = generate_instructions(seed_tasks, engine, config, batch), None
+        except BudgetExhausted:
+            (table, stats), done = _instructions_within_budget(guard, engine, seed_tasks, config, batch)
+    unsent = sum(getattr(config, m).count - done[m] for m in _COUNTS) if done else 0
     return dg.MaterializeResult(
         value=table,
         metadata={
@@ -48,6 +88,9 @@ def candidate_instructions(
             ),
             "exact_duplicates": dg.MetadataValue.int(stats.exact_duplicates),
             **engine_metadata(engine, before, factory.price_per_mtok("generator")),
+            **budget_metadata(guard),
+            # new instructions the budget stopped before they were asked for (no rows: nothing to carry)
+            "budget_unasked_instructions": dg.MetadataValue.int(unsent),
             "preview": preview_md(table),
         },
         check_results=[
@@ -74,9 +117,18 @@ def candidate_responses(
     """``n`` sampled responses per kept instruction, plus the seeds' reference answers."""
     engine = factory.engine("generator")
     before = engine.stats.__dict__.copy()
-    table, stats = generate_responses(
-        candidate_instructions, seed_tasks, engine, factory.config.generation.responses
-    )
+    guard = stage_guard(context, factory, "candidate_responses")
+    with metered(guard, [(engine, factory.price_per_mtok("generator"))]):
+        (table, stats), unfinished = within_budget(
+            guard,
+            [engine],
+            candidate_instructions,
+            lambda rows: generate_responses(rows, seed_tasks, engine, factory.config.generation.responses),
+            stage=RESPOND,
+            domain=live_rows(candidate_instructions),
+        )
+    if unfinished.num_rows:  # instructions the budget stopped before their answers: kept, marked
+        table = pa.concat_tables([table, conform(unfinished)], promote_options="default")
     kinds = Counter(table.column("kind").to_pylist())
     return dg.MaterializeResult(
         value=table,
@@ -87,6 +139,7 @@ def candidate_responses(
             "dropped_by_reason": counts_md(stats.dropped, "reason"),
             "kinds": counts_md(kinds, "kind"),
             **engine_metadata(engine, before, factory.price_per_mtok("generator")),
+            **budget_metadata(guard, unfinished.num_rows),
             "preview": preview_md(table),
         },
         check_results=[

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from ptfactory.annotators.routing import route
+from ptfactory.assets.budget import budget_metadata, held_back, metered, stage_guard, within_budget
 from ptfactory.assets.common import (
     check_specs,
     counts_md,
@@ -17,8 +18,10 @@ from ptfactory.assets.common import (
 )
 from ptfactory.assets.partitions import batch_partitions
 from ptfactory.assets.resources import FactoryResource
+from ptfactory.filters.difficulty import STAGE as DIFFICULTY
 from ptfactory.filters.difficulty import score_difficulty
 from ptfactory.filters.execution.select import open_sandbox
+from ptfactory.storage.schema import conform, live_rows
 
 
 def histogram_md(values: list[float], bins: list[float], label: str) -> dg.MetadataValue:
@@ -42,16 +45,33 @@ def histogram_md(values: list[float], bins: list[float], label: str) -> dg.Metad
     pool="sandbox",
     check_specs=check_specs("difficulty_scored", ["schema_valid", "unique_ids"]),
 )
-def difficulty_scored(factory: FactoryResource, execution_validated: pa.Table) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
+def difficulty_scored(
+    context: dg.AssetExecutionContext, factory: FactoryResource, execution_validated: pa.Table
+) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """Difficulty per kind: pass rate of a student model (code in the sandbox, math by final number),
     or IFD from the student's log-probabilities against the batch's band; rows outside it are
     dropped with the reason. Also dropped: responses cut at max_tokens (``truncated``) and code
-    whose own solution fails (``unsolvable`` when nothing passes, else ``execution_<status>``)."""
+    whose own solution fails (``unsolvable`` when nothing passes, else ``execution_<status>``).
+    Rows the budget stopped before their scores are dropped as ``budget_exhausted``; the band is
+    then the finished rows'."""
     config = factory.config
     student = factory.engine("student")
     before = student.stats.__dict__.copy()
-    with open_sandbox(config.sandbox.limits(), config.sandbox.workers, config.sandbox.backend) as sandbox:
-        table, stats = score_difficulty(execution_validated, student, sandbox, config.difficulty.to_config())
+    guard = stage_guard(context, factory, "difficulty_scored")
+    with (
+        open_sandbox(config.sandbox.limits(), config.sandbox.workers, config.sandbox.backend) as sandbox,
+        metered(guard, [(student, factory.price_per_mtok("student"))]),
+    ):
+        (table, stats), unfinished = within_budget(
+            guard,
+            [student],
+            execution_validated,
+            lambda rows: score_difficulty(rows, student, sandbox, config.difficulty.to_config()),
+            stage=DIFFICULTY,
+            domain=live_rows(execution_validated),
+        )
+    if unfinished.num_rows:
+        table = pa.concat_tables([table, conform(unfinished)], promote_options="default")
     return dg.MaterializeResult(
         value=table,
         metadata={
@@ -65,6 +85,7 @@ def difficulty_scored(factory: FactoryResource, execution_validated: pa.Table) -
                 stats.values, [0, 0.25, 0.5, 0.75, 1.0, 1.5, 3.0], "difficulty"
             ),
             **engine_metadata(student, before, factory.price_per_mtok("student")),
+            **budget_metadata(guard, unfinished.num_rows),
             "preview": preview_md(table),
         },
         check_results=[
@@ -91,8 +112,25 @@ def routed_samples(
     batch's review budget), plus a blind audit sample of the automatic verdicts (its own budget).
     Rows over the budget wait: they compete for the next batches' budgets, read here from the
     earlier batches' stored routed_samples, and a winner is copied into this batch's output with
-    its new decision (see ``annotators/routing.py``); none is dropped, none stranded."""
+    its new decision (see ``annotators/routing.py``); none is dropped, none stranded.
+
+    A run that stopped at its budget routes nothing of its batch unless ``budget.publish_partial``:
+    every live row is dropped as ``budget_exhausted`` (held back) until a rerun finishes the batch."""
     batch = context.partition_key
+    guard = stage_guard(context, factory, "routed_samples")
+    stops = guard.ledger.stops(guard.run_id)
+    if stops and not guard.budget.publish_partial:
+        held = held_back(judged_samples, stops)
+        return dg.MaterializeResult(
+            value=held,
+            metadata={
+                "dagster/row_count": dg.MetadataValue.int(held.num_rows),
+                "budget_held_back": dg.MetadataValue.int(len(live_rows(judged_samples))),
+                **budget_metadata(guard),
+                "preview": preview_md(held),
+            },
+            check_results=[schema_check(held, "routed_samples"), unique_ids_check(held, "routed_samples")],
+        )
     keys = list(context.instance.get_dynamic_partitions(batch_partitions.name))
     before = keys[: keys.index(batch)] if batch in keys else keys  # partition order: oldest first
     store = factory.asset_store()

@@ -6,6 +6,7 @@ other run. Progress comes from polling that instance's event log for the run.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -22,6 +23,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from ptfactory.assets.partitions import BATCH_PARTITIONS_NAME
 from ptfactory.assets.resources import FactoryResource
 from ptfactory.config import load_config
+from ptfactory.engines.budget import BUDGET_TAG, LEDGER_FILE, BudgetLedger, effective_budget
 from ptfactory.generators.seeds import read_seeds, seed_files
 from ptfactory.pipelines.jobs import FACTORY_JOB
 from ptfactory.pipelines.summary import drop_reasons
@@ -43,6 +45,12 @@ class RunOutcome:
     errors: list[str] = field(default_factory=list)
     drops: dict[str, int] = field(default_factory=dict)  # "stage: reason" -> rows dropped
     wall_s: float = 0.0
+    budget: dict[str, float] = field(default_factory=dict)  # the run's limits (unset ones absent)
+    spent_tokens: int = 0  # what the run's engines sent (cache hits are free)
+    spent_usd: float = 0.0
+    budget_stops: list[tuple[str, str]] = field(default_factory=list)  # (asset, limit reached)
+    budget_exhausted_rows: int = 0  # rows left unfinished or held back by the budget
+    publish_partial: bool = False  # budget.publish_partial: a stopped batch publishes what finished
 
 
 def metadata_values(event: dg.DagsterEvent) -> dict[str, Any]:
@@ -96,10 +104,17 @@ def run_batch(
     batch: str | None = None,
     console: Console | None = None,
     tags: dict[str, str] | None = None,
+    *,
+    budget: dict[str, Any] | None = None,
 ) -> RunOutcome:
-    """Validate ``seeds`` (raising SeedError/ConfigError before anything is written), then run."""
+    """Validate ``seeds`` (raising SeedError/ConfigError before anything is written), then run.
+
+    ``budget``: limits over factory.yaml's for this run (``ptf run --budget``), as the run tag
+    ``ptf/budget`` the assets read."""
     console = console or Console(stderr=True)
     config = load_config(config_path)
+    tags = {**(tags or {}), **({BUDGET_TAG: json.dumps(budget, sort_keys=True)} if budget else {})}
+    limits = effective_budget(config.budget, tags.get(BUDGET_TAG))
     tasks = read_seeds(seeds, config.seeds.max_field_chars)
     files = seed_files(seeds)
     batch = batch or batch_name(files, seeds)
@@ -116,7 +131,13 @@ def run_batch(
     for stale in reclaim_dead_runs(instance):
         console.print(f"[yellow]run {stale} was killed mid-way: marked failed, its pool slots freed[/]")
     run_id = str(uuid.uuid4())
-    outcome = RunOutcome(run_id=run_id, batch=batch, success=False)
+    outcome = RunOutcome(
+        run_id=run_id,
+        batch=batch,
+        success=False,
+        budget=limits.limits(),
+        publish_partial=limits.publish_partial,
+    )
     holder: dict[str, Any] = {}
 
     def execute() -> None:
@@ -129,7 +150,7 @@ def run_batch(
                 # the progress display replaces Dagster's console log; the full log is in the instance
                 run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
                 resources={"factory": factory},
-                tags={"ptf/batch": batch, _PID_TAG: _owner(), **(tags or {})},
+                tags={"ptf/batch": batch, _PID_TAG: _owner(), **tags},
             )
         except BaseException as exc:
             holder["error"] = exc
@@ -165,6 +186,13 @@ def run_batch(
     store = AssetStore(factory.resolved_home)
     if store.exists("routed_samples", batch):
         outcome.drops = dict(drop_reasons(store.read("routed_samples", batch)).most_common())
+    ledger = BudgetLedger(factory.state_dir / LEDGER_FILE)
+    spent = ledger.spent(run_id=run_id)
+    outcome.spent_tokens, outcome.spent_usd = spent.tokens, round(spent.usd, 6)
+    outcome.budget_stops = ledger.stops(run_id)
+    outcome.budget_exhausted_rows = sum(
+        int(meta.get("budget_exhausted_rows") or 0) for meta in outcome.materializations.values()
+    )
     return outcome
 
 

@@ -325,7 +325,7 @@ class FactoryConfig(Section):
     routing: RoutingSection = RoutingSection()
     annotation: AnnotationSection = AnnotationSection()
     scale: ScaleSection = ScaleSection()
-    budget: BudgetConfig = BudgetConfig()  # keys documented in engines/budget.py
+    budget: BudgetConfig = Field(BudgetConfig(), exclude=True)  # engines/budget.py; not in the hash
 
     @field_validator("judges")
     @classmethod
@@ -341,9 +341,8 @@ class FactoryConfig(Section):
         return [j.model_copy(update={"family": judge_family(j, generator)}) for j in judges]
 
     def config_hash(self) -> str:
-        """A stable hash of the resolved configuration, recorded in every manifest (not the budget:
-        what a run may spend does not change what a version holds)."""
-        text = json.dumps(self.model_dump(mode="json", exclude={"budget"}), sort_keys=True, separators=(",", ":"))
+        """A stable hash of the resolved configuration, recorded in every manifest."""
+        text = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ptfactory.storage.schema import conform, dropped_mask, latest_copies, pending_review
+from ptfactory.storage.schema.review import budget_exhausted_mask
 
 __all__ = ["Assembled", "assemble_preference", "assemble_sft"]
 
@@ -52,7 +53,10 @@ def _assemble(rows: pa.Table, kinds: tuple[str, ...]) -> Assembled:
     batches = sorted(set(table.column("batch").to_pylist()))
     skipped: dict[str, int] = {}
     dropped = dropped_mask(table)
-    skipped["dropped_upstream"] = int(pc.sum(dropped).as_py() or 0)
+    # dropped because a run's budget ran out, not for what they say: a rerun may still publish them
+    budget = int(pc.sum(budget_exhausted_mask(table)).as_py() or 0)
+    skipped["budget_exhausted"] = budget
+    skipped["dropped_upstream"] = int(pc.sum(dropped).as_py() or 0) - budget
     table = table.filter(pc.invert(dropped))
     pending = pa.array([pending_review(t) for t in table.column("decisions").to_pylist()], pa.bool_())
     skipped["awaiting_review"] = int(pc.sum(pending).as_py() or 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +21,25 @@ def run(
         str | None, typer.Option(help="batch (partition) name; default: <seeds>-<content hash>")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the outcome as JSON")] = False,
+    budget: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--budget",
+            metavar="KEY=VALUE[,KEY=VALUE]",
+            help="limits for this run over factory.yaml's `budget`: tokens=N (prompt + completion "
+            "tokens the engines send; cache hits are free), usd=X (at each engine's price_per_mtok), "
+            "batch_tokens=N / batch_usd=X (the batch over all its runs), publish_partial=true|false; "
+            "comma-separated or repeated, e.g. --budget tokens=200000 --budget usd=0.5",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="print the requests, tokens and dollars each stage would spend (upper bounds from "
+            "the config and the seeds) and exit 0: nothing runs, no model loads",
+        ),
+    ] = False,
 ) -> None:
     """Add SEEDS as a new batch and materialize the whole graph for it, in-process.
 
@@ -27,14 +47,26 @@ def run(
     field, and nothing is published. The run is recorded in the project's Dagster
     instance (see it with `ptf ui`). Rerunning the same seeds is idempotent.
 
-    Example: `ptf run --seeds demo/seeds --config demo/factory.yaml`
+    With a budget (factory.yaml `budget`, or --budget), the engines stop sending once the run
+    reaches it: rows left unfinished are dropped as `budget_exhausted`, nothing of the batch is
+    published unless publish_partial is true, and ptf exits 3. A rerun with a larger budget
+    sends none of the requests that finished (they come from the cache) and finishes the batch.
+
+    Examples: `ptf run --seeds demo/seeds --config demo/factory.yaml`;
+    `ptf run --seeds demo/seeds --dry-run`; `ptf run --seeds demo/seeds --budget usd=0.5`
     """
-    from ptfactory.pipelines.runner import run_batch
+    from ptfactory.engines.budget import parse_budget_option
 
     path = config_path(config)
     if config != Path("factory.yaml") and not path.exists():
         raise typer.BadParameter(f"config file {path} does not exist", param_hint="--config")
-    outcome = run_batch(user_path(seeds), path, batch, console=err)
+    limits = parse_budget_option(budget or [])
+    if dry_run:
+        _dry_run(user_path(seeds), path, limits, as_json)
+        return
+    from ptfactory.pipelines.runner import run_batch
+
+    outcome = run_batch(user_path(seeds), path, batch, console=err, budget=limits)
     if as_json:
         print_json(outcome.__dict__)
     if not outcome.success:
@@ -52,7 +84,85 @@ def run(
                     f"{asset}: {state} [bold]{meta['version']}[/] ({meta.get('dagster/row_count')} rows)"
                 )
                 out.print(f"  {meta.get('path')}")
+    if outcome.budget_stops:
+        where = "; ".join(f"{asset}: {reason}" for asset, reason in outcome.budget_stops)
+        err.print(
+            f"[yellow]run {outcome.run_id} stopped at its budget[/] ({where}): "
+            f"{outcome.budget_exhausted_rows} rows budget_exhausted"
+            + ("" if outcome.publish_partial else ", nothing of the batch published")
+            + "; rerun with a larger --budget to finish (finished requests come from the cache)",
+            markup=True,
+        )
+        raise typer.Exit(3)
+    if not as_json:
         out.print(f"run {outcome.run_id} succeeded; see it with `ptf ui`")
+
+
+def _dry_run(seeds: Path, config: Path, limits: dict[str, Any], as_json: bool) -> None:
+    """What a run of SEEDS would spend, per stage: from the config and the seeds, nothing else."""
+    from ptfactory.config import load_config
+    from ptfactory.engines.budget import effective_budget
+    from ptfactory.generators.seeds import read_seeds
+    from ptfactory.pipelines.estimate import estimate_run, over_budget
+
+    settings = load_config(config)
+    tasks = read_seeds(seeds, settings.seeds.max_field_chars)
+    lines = estimate_run(settings, tasks)
+    budget = effective_budget(settings.budget, json.dumps(limits) if limits else None).limits()
+    verdict = over_budget(lines, budget)
+    total = {
+        "requests": sum(x.requests for x in lines),
+        "prompt_tokens": sum(x.prompt_tokens for x in lines),
+        "completion_tokens": sum(x.completion_tokens for x in lines),
+        "tokens": sum(x.tokens for x in lines),
+        "usd": round(sum(x.usd for x in lines), 6),
+    }
+    if as_json:
+        print_json(
+            {
+                "seeds": len(tasks),
+                "stages": [x.to_dict() for x in lines],
+                "total": total,
+                "budget": budget,
+                "over_budget": verdict,
+            }
+        )
+        return
+    table = Table(
+        "stage",
+        "part",
+        "engine",
+        "requests",
+        "prompt tok",
+        "completion tok",
+        "est. $",
+        title="dry run: upper bounds for a first run (a rerun's cache hits are free)",
+    )
+    for x in lines:
+        table.add_row(
+            x.stage,
+            x.part,
+            x.engine,
+            f"{x.requests:,}",
+            f"{x.prompt_tokens:,}",
+            f"{x.completion_tokens:,}",
+            f"{x.usd:.6f}",
+        )
+    table.add_row(
+        "[bold]total[/]",
+        "",
+        "",
+        f"{total['requests']:,}",
+        f"{total['prompt_tokens']:,}",
+        f"{total['completion_tokens']:,}",
+        f"{total['usd']:.6f}",
+    )
+    out.print(f"{len(tasks)} seed tasks from {seeds}: nothing ran, no model loaded", soft_wrap=True)
+    out.print(table)
+    out.print(f"total tokens: {total['tokens']:,}; est. ${total['usd']:.6f}")
+    if budget:
+        shown = ", ".join(f"{k} {v:,.6g}" for k, v in budget.items())
+        out.print(f"budget: {shown}: " + (verdict or "the estimate fits"))
 
 
 def _print_summary(outcome: Any) -> None:

@@ -1,0 +1,257 @@
+"""``ptf run --dry-run``: the requests, tokens and dollars a run would spend, per stage, from the
+configuration and the seeds alone (nothing runs, no model is loaded, no engine is asked).
+
+Every count is an upper bound for a first run: every generated instruction is taken to be kept,
+every reply to run to its ``max_tokens``, every row to reach every stage. A generated text is
+counted at its ``max_tokens``; a text the seeds hold is counted at about 4 characters a token,
+plus a few tokens a chat message (``engines/budget.py: estimate_tokens``). Prompts are the real
+templates rendered around those texts. Dollars are each engine's tokens at its
+``price_per_mtok``. A rerun costs less: cache hits are free.
+
+Stages: instructions (self-instruct, evol-instruct, code problems), responses, difficulty (the
+student's attempts for pass-rate rows, IFD scoring: two scored requests a row), judges (one
+request a row per LLM judge: a decoded JSON vote, probability or likelihood scoring; and the
+pairwise comparisons of each instruction's best and worst answer, both orders). Agent rollouts
+are not stages of ``ptf run`` yet, so they are not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ptfactory.annotators.judges.llm import TEMPLATES as JUDGE_TEMPLATES
+from ptfactory.config import FactoryConfig, JudgeSpec
+from ptfactory.engines.budget import MESSAGE_TOKENS, estimate_tokens
+from ptfactory.engines.spec import EngineSpec
+from ptfactory.generators.prompts import template
+from ptfactory.generators.seeds import SeedTask
+
+__all__ = ["Estimate", "estimate_run", "over_budget"]
+
+_SERVED = ("vllm", "openai")  # as LLMJudge.method: auto is json where a server constrains JSON
+
+
+@dataclass
+class Estimate:
+    stage: str  # the asset
+    part: str
+    engine: str  # backend:model
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+    usd: float
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "tokens": self.tokens}
+
+
+def _rendered(name: str, folder: Any = None, **values: Any) -> int:
+    """Tokens of a template rendered around empty values: what it adds to the texts put in it."""
+    found = template(name, folder) if folder is not None else template(name)
+    return estimate_tokens(found.render(**values))
+
+
+def _line(where: tuple[str, str], spec: EngineSpec, requests: int, prompt: int, completion: int) -> Estimate:
+    usd = (prompt + completion) * spec.price_per_mtok / 1e6
+    stage, part = where
+    return Estimate(
+        stage, part, f"{spec.backend}:{spec.model_id}", requests, prompt, completion, round(usd, 6)
+    )
+
+
+def _chat(tokens: int) -> int:
+    """A one-message conversation around ``tokens`` of text."""
+    return tokens + MESSAGE_TOKENS
+
+
+def estimate_run(config: FactoryConfig, tasks: list[SeedTask]) -> list[Estimate]:
+    """One line per stage and part, in the order a run spends them."""
+    gen, generator = config.generation, config.engines.generator
+    sft = [t for t in tasks if t.kind == "sft"]
+    code = [t for t in tasks if t.kind == "code"]
+    pool = sft or tasks
+    lines: list[Estimate] = []
+
+    # candidate_instructions: texts known from the seeds, rendered into the real templates
+    si = gen.self_instruct.count if pool else 0
+    k = min(gen.self_instruct.examples, len(pool)) if pool else 0
+    prompts = 0
+    for i in range(si):  # each prompt shows k seed tasks (sampled in a run; here in turn)
+        shown = [pool[(i * k + j) % len(pool)].prompt for j in range(k)]
+        prompts += _chat(_rendered("self_instruct", examples=shown))
+    lines.append(
+        _line(
+            ("candidate_instructions", "self-instruct"),
+            generator,
+            si,
+            prompts,
+            si * gen.instructions.max_tokens,
+        )
+    )
+    evolved = sft[: gen.evol_instruct.count]
+    ops = gen.evol_instruct.operations
+    prompts = sum(
+        _chat(_rendered(f"evol_{ops[i % len(ops)]}", instruction=t.prompt)) for i, t in enumerate(evolved)
+    )
+    lines.append(
+        _line(
+            ("candidate_instructions", "evol-instruct"),
+            generator,
+            len(evolved),
+            prompts,
+            len(evolved) * gen.instructions.max_tokens,
+        )
+    )
+    problems = gen.code.count if code else 0
+    prompts = sum(
+        _chat(
+            _rendered(
+                "code_problem", prompt=code[i % len(code)].prompt, tests=code[i % len(code)].tests or ""
+            )
+        )
+        for i in range(problems)
+    )
+    lines.append(
+        _line(
+            ("candidate_instructions", "code problems"),
+            generator,
+            problems,
+            prompts,
+            problems * gen.code_problems.max_tokens,
+        )
+    )
+
+    # candidate_responses: every instruction (the seeds' and the new ones) answered n times
+    seeds = tasks if gen.include_seeds else []
+    wrap = _rendered("respond_code", prompt="")
+    sft_prompts = [estimate_tokens(t.prompt) for t in seeds if t.kind == "sft"]
+    sft_prompts += [gen.instructions.max_tokens] * (si + len(evolved))
+    code_prompts = [wrap + estimate_tokens(t.prompt) for t in seeds if t.kind == "code"]
+    code_prompts += [wrap + gen.code_problems.max_tokens] * problems
+    n, answer = gen.responses.n, gen.responses.max_tokens
+    asked = len(sft_prompts) + len(code_prompts)
+    lines.append(
+        _line(
+            ("candidate_responses", f"responses (n={n})"),
+            generator,
+            asked,
+            sum(map(_chat, sft_prompts + code_prompts)),
+            asked * n * answer,
+        )
+    )
+
+    # each answer row: (its prompt's tokens, its answer's tokens, kind); references are the seeds'
+    rows = [(p, answer, "sft") for p in sft_prompts for _ in range(n)]
+    rows += [(p, answer, "code") for p in code_prompts for _ in range(n)]
+    references = [t for t in seeds if t.response is not None]
+    rows += [
+        (
+            (wrap if t.kind == "code" else 0) + estimate_tokens(t.prompt),
+            estimate_tokens(t.response or ""),
+            t.kind,
+        )
+        for t in references
+    ]
+    lines += _difficulty(config, rows, {"sft": sft_prompts, "code": code_prompts})
+    # the pairwise candidates: sft instructions with two answers or more (n >= 2, or a reference)
+    referenced = [estimate_tokens(t.prompt) for t in references if t.kind == "sft"]
+    pairs = sft_prompts if n >= 2 else referenced if n == 1 else []
+    longest = max([answer, *(a for _, a, _ in rows)]) if rows else answer
+    lines += _judges(config, rows, [p + 2 * longest for p in pairs])
+    return lines
+
+
+def _difficulty(
+    config: FactoryConfig, rows: list[tuple[int, int, str]], prompts: dict[str, list[int]]
+) -> list[Estimate]:
+    settings, student = config.difficulty, config.engines.student
+    methods = {str(k): str(v) for k, v in settings.methods.items()}
+    lines = []
+    attempts = [p for kind, ps in prompts.items() if methods.get(kind) == "pass_rate" for p in ps]
+    if attempts:  # k answers per distinct prompt (code in the sandbox, math by its final number)
+        lines.append(
+            _line(
+                ("difficulty_scored", f"student attempts (k={settings.k})"),
+                student,
+                len(attempts),
+                sum(map(_chat, attempts)),
+                len(attempts) * settings.k * settings.max_tokens,
+            )
+        )
+    ifd = [(p, a) for p, a, kind in rows if methods.get(kind) == "ifd"]
+    if ifd:  # the answer scored after its instruction, and alone (after BOS): prefill only
+        read = sum(_chat(p) + a + 1 + a for p, a in ifd)
+        lines.append(_line(("difficulty_scored", "IFD scoring (2 a row)"), student, 2 * len(ifd), read, 0))
+    return lines
+
+
+def _judge_method(spec: JudgeSpec, engine: EngineSpec) -> str:
+    if spec.scoring != "auto":
+        return spec.scoring
+    return "json" if engine.backend in _SERVED and spec.prompt == "chat" else "probability"
+
+
+def _judges(config: FactoryConfig, rows: list[tuple[int, int, str]], pairs: list[int]) -> list[Estimate]:
+    """``pairs``: the texts of each candidate pair (its instruction and two answers, at most)."""
+    lines = []
+    for spec in config.judges:
+        if spec.type != "llm":
+            continue
+        engine = spec.engine or config.engines.generator
+        method = _judge_method(spec, engine)
+        completion = spec.prompt == "completion"
+        if method == "likelihood":  # the answer scored after the instruction (completion: "Question:")
+            frame = estimate_tokens("Question: \nAnswer: ") if completion else MESSAGE_TOKENS
+            prompt = sum(frame + p + a for p, a, _ in rows)
+            lines.append(
+                _line(("judged_samples", f"judge {spec.name} (likelihood)"), engine, len(rows), prompt, 0)
+            )
+        else:
+            name = (
+                f"{spec.rubric}_fewshot"
+                if completion
+                else spec.rubric
+                if method == "json"
+                else f"{spec.rubric}_score"
+            )
+            overhead = _rendered(name, JUDGE_TEMPLATES, instruction="", response="") + (
+                0 if completion else MESSAGE_TOKENS
+            )
+            prompt = sum(overhead + p + a for p, a, _ in rows)
+            decoded = len(rows) * spec.max_tokens if method == "json" else 0
+            lines.append(
+                _line(("judged_samples", f"judge {spec.name} ({method})"), engine, len(rows), prompt, decoded)
+            )
+        if pairs:  # both orders of each instruction's best and worst answer
+            name = "pairwise_fewshot" if completion else "pairwise_score"
+            overhead = _rendered(name, JUDGE_TEMPLATES, instruction="", first="", second="") + (
+                0 if completion else MESSAGE_TOKENS
+            )
+            prompt = 2 * sum(overhead + texts for texts in pairs)
+            lines.append(
+                _line(
+                    ("judged_samples", f"pairwise {spec.name} (both orders)"),
+                    engine,
+                    2 * len(pairs),
+                    prompt,
+                    0,
+                )
+            )
+    return lines
+
+
+def over_budget(lines: list[Estimate], limits: dict[str, float]) -> str | None:
+    """Where the estimate first passes a run limit (tokens or usd), as a sentence; None if it fits."""
+    spent_tokens, spent_usd = 0, 0.0
+    for line in lines:
+        spent_tokens += line.tokens
+        spent_usd += line.usd
+        for key, spent in (("tokens", spent_tokens), ("usd", spent_usd)):
+            if key in limits and spent > limits[key]:
+                return f"the estimate passes the {key} budget ({limits[key]:,.6g}) during {line.stage} ({line.part})"
+    return None
