@@ -7,6 +7,8 @@ from ptfactory.assets.common import check_specs, counts_md, preview_md, schema_c
 from ptfactory.assets.partitions import batch_partitions
 from ptfactory.assets.resources import FactoryResource
 from ptfactory.filters.dedup.samples import dedup_samples
+from ptfactory.storage.assetstore import AssetStore
+from ptfactory.storage.schema import conform
 
 
 @dg.asset(
@@ -16,14 +18,27 @@ from ptfactory.filters.dedup.samples import dedup_samples
     dagster_type=dg.Any,
     kinds={"parquet"},
     check_specs=check_specs("deduplicated_samples", ["schema_valid", "unique_ids"]),
+    deps=["agent_trajectories"],
 )
-def deduplicated_samples(factory: FactoryResource, candidate_responses: pa.Table) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
-    """Candidate responses with near duplicates dropped (reason ``near_duplicate`` and the id kept
-    in their place), checked against every published sample too (``near_duplicate_published``).
-    With ``scale.ray`` set, hashing and the band shuffle run on the Ray cluster (same output)."""
+def deduplicated_samples(
+    context: dg.AssetExecutionContext, factory: FactoryResource, candidate_responses: pa.Table
+) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
+    """Candidate responses and the batch's agent trajectories (and the rows made of them) with near
+    duplicates dropped (reason ``near_duplicate`` and the id kept in their place; a trajectory's
+    text holds its tool calls), checked against every published sample too
+    (``near_duplicate_published``). With ``scale.ray`` set, hashing and the band shuffle run on
+    the Ray cluster (same output)."""
     settings = factory.config.dedup
     index = factory.dedup_index() if settings.against_published else None
-    table, stats = dedup_samples(candidate_responses, settings.to_config(), index, factory.dedup_engine())
+    # agent_trajectories is an ordering dependency, read where it ran: a graph without the agent
+    # stages (or a batch they have not run for) dedups its responses alone
+    agents = AssetStore(factory.resolved_home)
+    batch = context.partition_key
+    parts = [conform(candidate_responses)]
+    if agents.exists("agent_trajectories", batch):
+        parts.append(conform(agents.read("agent_trajectories", batch)))
+    rows = pa.concat_tables(parts)
+    table, stats = dedup_samples(rows, settings.to_config(), index, factory.dedup_engine())
     return dg.MaterializeResult(
         value=table,
         metadata={

@@ -142,6 +142,10 @@ def score_difficulty(
     by_method: dict[str, list[int]] = {}
     for i in live:
         row = rows[i]
+        given = ((row.get("scores") or {}).get("difficulty") or {}) if row.get("scores") else {}
+        if given.get("method") == "solve_rate":  # agent rows: 1 - solve rate, set where they were rolled out
+            results[i] = _Outcome("solve_rate", given["value"], "keep", "in_band", given.get("detail"))
+            continue
         if (row.get("provenance") or {}).get("finish_reason") == "length":
             detail = "finish_reason=length: the engine cut the response at max_tokens"
             results[i] = _Outcome("none", None, "drop", "truncated", detail)

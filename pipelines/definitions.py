@@ -6,6 +6,7 @@ import os
 
 import dagster as dg
 
+from ptfactory.assets.agent import agent_tasks, agent_trajectories
 from ptfactory.assets.annotation import curated_samples, human_labels, review_queue
 from ptfactory.assets.datasets import preference_dataset, sft_dataset
 from ptfactory.assets.dedup import deduplicated_samples
@@ -25,6 +26,8 @@ defs = dg.Definitions(
         seed_tasks,
         candidate_instructions,
         candidate_responses,
+        agent_tasks,
+        agent_trajectories,
         deduplicated_samples,
         execution_validated,
         difficulty_scored,

@@ -24,6 +24,7 @@ from ptfactory.errors import ConfigError
 from ptfactory.filters.dedup.core import DedupConfig
 from ptfactory.filters.difficulty import DifficultyConfig
 from ptfactory.filters.execution.limits import Limits
+from ptfactory.generators.agent.settings import AgentSection
 from ptfactory.generators.config import GenerationConfig
 from ptfactory.section import Section
 
@@ -326,6 +327,7 @@ class FactoryConfig(Section):
     annotation: AnnotationSection = AnnotationSection()
     scale: ScaleSection = ScaleSection()
     budget: BudgetConfig = Field(BudgetConfig(), exclude=True)  # engines/budget.py; not in the hash
+    agent: AgentSection = AgentSection()  # keys documented in generators/agent/settings.py
 
     @field_validator("judges")
     @classmethod

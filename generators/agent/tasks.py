@@ -51,6 +51,7 @@ FIELDS = (
     "max_steps",
     "time_limit_s",
     "nondeterministic",
+    "solution",
 )
 
 
@@ -94,6 +95,9 @@ class AgentTask:
     time_limit_s: float = 120.0  # seconds the episode may spend in its sandbox (engine time aside)
     nondeterministic: bool = False
     source: str = ""
+    # a reference solution: the calls [{name, arguments}] that solve it (rolled out and verified
+    # like a model's episode; never shown to the model)
+    solution: list[dict[str, Any]] | None = None
 
     @property
     def tool_names(self) -> list[str]:
@@ -157,6 +161,7 @@ def parse_task(where: str, row: Any, base: Path | None = None) -> AgentTask:
     limit = row.get("time_limit_s", 120.0)
     if not isinstance(limit, int | float) or isinstance(limit, bool) or not 0 < limit <= 3600:
         raise SeedError(f"{where}: field 'time_limit_s' is {limit!r}; give seconds in (0, 3600]")
+    tools = _tools(where, row.get("tools"))
     flag = row.get("nondeterministic", False)
     if not isinstance(flag, bool):
         raise SeedError(f"{where}: field 'nondeterministic' must be true or false, got {flag!r}")
@@ -165,12 +170,31 @@ def parse_task(where: str, row: Any, base: Path | None = None) -> AgentTask:
         instruction=instruction,
         files=files,
         check=check,
-        tools=_tools(where, row.get("tools")),
+        tools=tools,
         max_steps=max_steps,
         time_limit_s=float(limit),
         nondeterministic=flag,
         source=where,
+        solution=_solution(where, row.get("solution"), tools),
     )
+
+
+def _solution(where: str, value: Any, tools: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    if value is None:
+        return None
+    names = {t["function"]["name"] for t in tools}
+    fix = 'give a list of calls like {"name": "bash", "arguments": {"command": "ls"}}'
+    if not isinstance(value, list) or not value:
+        raise SeedError(f"{where}: field 'solution' is not a list of calls; {fix}")
+    for number, call in enumerate(value):
+        if not isinstance(call, dict) or set(call) != {"name", "arguments"}:
+            raise SeedError(f"{where}: field 'solution' call {number} is not {{name, arguments}}; {fix}")
+        if call["name"] not in names or not isinstance(call["arguments"], dict):
+            raise SeedError(
+                f"{where}: field 'solution' call {number} names no tool of the task ({', '.join(sorted(names))}) "
+                "or its arguments are not an object"
+            )
+    return [dict(c) for c in value]
 
 
 def _text(where: str, row: dict[str, Any], key: str) -> str:

@@ -10,7 +10,8 @@ choice is a keyword, never a guess:
   ``required=True`` (stages that cannot run without an instruction).
 - ``response_of``: the final turn when it is the assistant's (a conversation that ends on a
   user turn has no response yet); or, with ``final_turn=False``, the last assistant turn
-  wherever it stands. No response gives ``""``.
+  wherever it stands. No response gives ``""``. A conversation with tool calls (an agent
+  episode) answers with the whole episode after its task (:func:`episode_text`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pyarrow as pa
 
 from ptfactory.errors import SchemaError
 
-__all__ = ["Messages", "prompt_of", "response_of", "row_texts", "turn_text"]
+__all__ = ["Messages", "episode_text", "prompt_of", "response_of", "row_texts", "turn_text"]
 
 Messages = Sequence[Mapping[str, Any]] | None
 
@@ -36,6 +37,13 @@ def turn_text(message: Mapping[str, Any]) -> str:
     lines = [str(message["content"] or "")] if message["content"] else []
     lines.extend(f"{c['function']['name']} {c['function']['arguments']}" for c in calls)
     return "\n".join(lines)
+
+
+def episode_text(turns: Sequence[Mapping[str, Any]]) -> str:
+    """An agent episode as its answer: every turn after the first user turn (calls, tool results,
+    the final answer), as ``[role] text`` blocks, so judges read the process, not only its end."""
+    start = next((i + 1 for i, m in enumerate(turns) if m["role"] == "user"), 0)
+    return "\n\n".join(f"[{m['role']}] {turn_text(m)}" for m in turns[start:])
 
 
 def row_texts(table: pa.Table) -> pa.Array:
@@ -80,6 +88,8 @@ def response_of(messages: Messages, *, final_turn: bool = True) -> str:
     the last assistant turn's content, even when other turns follow it.
     """
     turns = list(messages or [])
+    if any(m.get("tool_calls") or m["role"] == "tool" for m in turns):
+        return episode_text(turns)
     if final_turn:
         return str(turns[-1]["content"]) if turns and turns[-1]["role"] == "assistant" else ""
     for message in reversed(turns):

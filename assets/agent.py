@@ -1,0 +1,204 @@
+"""``agent_tasks`` and ``agent_trajectories``: agent episodes, verified by execution and replay.
+
+Tasks come from the files named in factory.yaml's ``agent.tasks`` (relative to factory.yaml): the
+seed loader reads every JSONL under the seeds folder as instruction seeds, so agent tasks live apart
+(the demo's in ``demo/agent/``). Every batch rolls them out ``agent.rollouts`` times with the
+generator engine, one sandbox container per episode. A configurable share of each batch is replayed
+in fresh sandboxes; one that does not reproduce is dropped as ``not_reproducible``. Difficulty is
+1 - solve rate over a task's rollouts (``too_easy``, ``unsolvable``); solved trajectories become
+``sft`` rows and a task's solved and failed rollouts ``preference`` pairs, which join the batch's
+other rows at dedup and go through the same judges, routing and review.
+"""
+
+import json
+import random
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+
+from ptfactory.assets.common import check_specs, counts_md, engine_metadata, preview_md, schema_check
+from ptfactory.assets.partitions import batch_partitions
+from ptfactory.assets.resources import FactoryResource
+from ptfactory.generators.agent.record import complete_record, trajectory_table
+from ptfactory.generators.agent.settings import AgentSection
+from ptfactory.generators.agent.tasks import AgentTask, read_tasks
+from ptfactory.home import project_root
+from ptfactory.storage.schema import empty_table
+
+_TASKS = pa.schema([("task_id", pa.string()), ("task", pa.string())])
+
+
+def _task_files(factory: FactoryResource) -> list[Path]:
+    base = Path(factory.config_path)
+    base = (base if base.is_absolute() else project_root() / base).parent
+    return [
+        path if (path := Path(name)).is_absolute() else base / path for name in factory.config.agent.tasks
+    ]
+
+
+@dg.asset(
+    partitions_def=batch_partitions, group_name="agent", io_manager_key="samples_io", dagster_type=dg.Any
+)
+def agent_tasks(factory: FactoryResource) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
+    """The ``kind: agent`` tasks of factory.yaml's ``agent.tasks`` files, validated (a bad row fails
+    the run naming file:line and field)."""
+    tasks = [task for path in _task_files(factory) for task in read_tasks(path)]
+    ids = Counter(t.id for t in tasks)
+    if repeated := [i for i, n in ids.items() if n > 1]:
+        raise ValueError(f"agent task id {repeated[0]!r} appears in more than one row of agent.tasks")
+    table = pa.Table.from_pylist([{"task_id": t.id, "task": t.to_json()} for t in tasks], schema=_TASKS)
+    return dg.MaterializeResult(
+        value=table,
+        metadata={
+            "dagster/row_count": dg.MetadataValue.int(table.num_rows),
+            "files": dg.MetadataValue.text(", ".join(factory.config.agent.tasks) or "none"),
+        },
+    )
+
+
+def _policy(settings: AgentSection) -> Any:
+    from ptfactory.filters.execution.commands import DEFAULT_DENY, CommandPolicy
+
+    if settings.policy == "allow":
+        return CommandPolicy("allow", tuple(settings.commands))
+    return CommandPolicy("deny", (*DEFAULT_DENY, *settings.commands))
+
+
+def _rollouts(
+    factory: FactoryResource, tasks: list[AgentTask], batch: str
+) -> tuple[list[dict[str, Any]], Any]:
+    from ptfactory.filters.execution import open_sandbox
+    from ptfactory.filters.execution.episode import EpisodePool
+    from ptfactory.generators.agent.reference import ReferenceEngine
+    from ptfactory.generators.agent.rollout import RolloutConfig, run_rollouts
+
+    settings, sandbox_settings = factory.config.agent, factory.config.sandbox
+    engine = factory.engine("generator")
+    sandbox = open_sandbox(
+        sandbox_settings.limits(), settings.workers or sandbox_settings.workers, sandbox_settings.backend
+    )
+    pool = EpisodePool(sandbox, _policy(settings))
+    config = RolloutConfig(
+        rollouts=settings.rollouts,
+        temperature=settings.temperature,
+        max_tokens=settings.max_tokens,
+        seed=settings.seed,
+        max_steps=settings.max_steps,
+        batch=batch,
+    )
+    try:
+        rows = run_rollouts(tasks, engine, pool, config)
+        referenced = [t for t in tasks if t.solution]
+        if referenced:  # reference solutions: one episode each, verified the same way
+            reference = replace(config, rollouts=1, max_steps=None)
+            rows += run_rollouts(referenced, ReferenceEngine(referenced), pool, reference)
+        return rows, pool
+    except BaseException:
+        pool.close()
+        raise
+
+
+def _replay(rows: list[dict[str, Any]], pool: Any, share: float, batch: str) -> tuple[int, int]:
+    """Replay a sample (seeded by the batch: a rerun replays the same rows); drop what does not
+    reproduce. Returns (replayed, reproduced)."""
+    from ptfactory.generators.agent.replay import replay_trajectory
+
+    count = round(len(rows) * share)
+    chosen = sorted(random.Random(batch).sample(range(len(rows)), count))
+    reproduced = 0
+    for index in chosen:
+        report = replay_trajectory(rows[index], pool)
+        reproduced += report.reproduced
+        if not report.reproduced:
+            rows[index]["decisions"] = [
+                *(rows[index].get("decisions") or []),
+                {
+                    "stage": "replay",
+                    "verdict": "drop",
+                    "reason": "not_reproducible",
+                    "detail": "; ".join(report.mismatches)[:2000],
+                },
+            ]
+    return count, reproduced
+
+
+@dg.asset(
+    partitions_def=batch_partitions,
+    group_name="agent",
+    io_manager_key="samples_io",
+    dagster_type=dg.Any,
+    kinds={"parquet", "docker"},
+    check_specs=check_specs("agent_trajectories", ["schema_valid"]),
+)
+def agent_trajectories(
+    context: dg.AssetExecutionContext, factory: FactoryResource, agent_tasks: pa.Table
+) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
+    """Every task's rollouts as ``agent`` rows, a sample replayed (``not_reproducible`` dropped),
+    difficulty by solve rate, and the ``sft`` and ``preference`` rows made of them."""
+    from ptfactory.generators.agent.samples import is_reference, solve_rate_difficulty, training_rows
+
+    batch = context.partition_key
+    tasks = [AgentTask.from_json(t) for t in agent_tasks.column("task").to_pylist()]
+    if not tasks:
+        table = empty_table()
+        return dg.MaterializeResult(
+            value=table,
+            metadata={"dagster/row_count": 0, "tasks": 0},
+            check_results=[schema_check(table, "agent_trajectories")],
+        )
+    engine = factory.engine("generator")
+    before = engine.stats.__dict__.copy()
+    rows, pool = _rollouts(factory, tasks, batch)
+    try:
+        rows = [complete_record(r) for r in rows]
+        table, repeats = trajectory_table(rows)  # rollouts that said and did the same: one sample
+        unique = table.to_pylist()
+        replayed, reproduced = _replay(unique, pool, factory.config.agent.replay_sample, batch)
+    finally:
+        pool.close()
+    rates = solve_rate_difficulty(unique)
+    derived = training_rows(unique)
+    table, _ = trajectory_table([*unique, *derived])
+    references = sum(1 for r in rows if is_reference(r))
+    rows = [r for r in rows if not is_reference(r)]  # the figures are the model's
+    outcomes = [r["outcome"] for r in rows]
+    steps = [s for r in rows for s in r["steps"]]
+    kinds = Counter(r["kind"] for r in derived)
+    fates = Counter(d["reason"] for r in unique for d in r["decisions"] if d["verdict"] == "drop")
+    return dg.MaterializeResult(
+        value=table,
+        metadata={
+            "dagster/row_count": dg.MetadataValue.int(table.num_rows),
+            "tasks": dg.MetadataValue.int(len(tasks)),
+            "episodes": dg.MetadataValue.int(len(rows)),
+            "reference_episodes": dg.MetadataValue.int(references),
+            "repeated_episodes": dg.MetadataValue.int(repeats),
+            "solve_rate": dg.MetadataValue.float(round(sum(o["solved"] for o in outcomes) / len(rows), 4)),
+            "solve_rate_by_task": dg.MetadataValue.json({k: round(v, 4) for k, v in rates.items()}),
+            "mean_steps": dg.MetadataValue.float(round(len(steps) / len(rows), 3)),
+            "tool_call_parse_rate": dg.MetadataValue.float(
+                round(sum(s["kind"] != "unparsable" for s in steps) / max(len(steps), 1), 4)
+            ),
+            "violations": dg.MetadataValue.int(sum(o["violations"] for o in outcomes)),
+            "replayed": dg.MetadataValue.int(replayed),
+            "replay_rate": dg.MetadataValue.float(round(reproduced / replayed, 4) if replayed else 0.0),
+            "tokens": dg.MetadataValue.int(
+                sum(o["prompt_tokens"] + o["completion_tokens"] for o in outcomes)
+            ),
+            "sandbox_seconds": dg.MetadataValue.float(round(sum(o["sandbox_s"] for o in outcomes), 3)),
+            "dropped_by_reason": counts_md(fates, "reason"),
+            "sft_rows": dg.MetadataValue.int(kinds["sft"]),
+            "preference_pairs": dg.MetadataValue.int(kinds["preference"]),
+            "stop_reasons": dg.MetadataValue.md(
+                "\n".join(f"- {k}: {v}" for k, v in Counter(o["stop_reason"] for o in outcomes).items())
+            ),
+            "policy": dg.MetadataValue.text(json.dumps({"mode": factory.config.agent.policy})),
+            **engine_metadata(engine, before, factory.price_per_mtok("generator")),
+            "preview": preview_md(table),
+        },
+        check_results=[schema_check(table, "agent_trajectories")],
+    )

@@ -1,0 +1,34 @@
+"""The ``agent:`` section of factory.yaml: which tasks the factory rolls out, how, and how much it replays."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ptfactory.section import Section
+
+__all__ = ["AgentSection"]
+
+
+class AgentSection(Section):
+    tasks: list[str] = Field(
+        default_factory=list,
+        description="kind-agent task files (JSONL), relative to factory.yaml; every batch rolls them out "
+        "(no file: the agent stages pass through empty)",
+    )
+    rollouts: int = Field(2, ge=1, le=64, description="episodes per task (difficulty = 1 - solve rate)")
+    max_steps: int | None = Field(None, ge=1, description="caps every task's own step budget")
+    max_tokens: int = Field(256, gt=0, description="tokens per reply")
+    temperature: float = Field(0.7, ge=0, le=2)
+    seed: int = 0
+    workers: int | None = Field(
+        None, gt=0, description="live episodes (containers) at once; default: sandbox"
+    )
+    policy: Literal["deny", "allow"] = Field(
+        "deny", description="deny: the default refusals plus `commands`; allow: only `commands` run"
+    )
+    commands: list[str] = Field(default_factory=list, description="e.g. 'pip install', 'git push'")
+    replay_sample: float = Field(
+        1.0, ge=0, le=1, description="share of each batch's trajectories re-executed in fresh sandboxes"
+    )
