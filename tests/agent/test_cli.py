@@ -9,6 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from ptfactory.storage.versions import DatasetStore
+
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 Ptf = Callable[..., subprocess.CompletedProcess[str]]
@@ -55,3 +57,10 @@ def test_run_then_replay(ptf: Ptf, project: Path) -> None:
     assert report["reproduced"] and report["sample_id"] == sample_id
     missing = ptf("agent", "replay", "ffffffffffff", "--from", "t.parquet")
     assert missing.returncode == 2 and "no trajectory" in missing.stderr
+    # published as an `agent` version: replayed by id from the catalog, no file needed
+    DatasetStore(str(project / ".ptf")).publish("trajectories", table, kind="agent", config_hash="t")
+    by_id = ptf("agent", "replay", sample_id[:16], "--json")
+    assert by_id.returncode == 0, by_id.stderr
+    assert json.loads(by_id.stdout)["sample_id"] == sample_id and json.loads(by_id.stdout)["reproduced"]
+    unknown = ptf("agent", "replay", "ffffffffffff")
+    assert unknown.returncode == 2 and "--from" in unknown.stderr and "Traceback" not in unknown.stderr
