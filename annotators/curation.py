@@ -10,6 +10,9 @@
   never published, never lost. ``routed`` holds every batch's routed rows; a row a later batch's
   budget promoted is there twice, and only its newest copy is curated
   (:func:`~ptfactory.storage.schema.latest_copies`), so it comes out once.
+- A reviewed agent trajectory gets ``step_labels`` from the expert's first wrong step, and a
+  preference pair on the prefix before it where a solved rollout of its task acted differently
+  there after the same actions (:mod:`~ptfactory.annotators.trajectory_review`).
 - Audit rows (routing reason ``audit``) are labeled like any other; the automatic verdict they
   carry is compared with the expert's: ``audit_agreement`` over ``audit_pairs``, an unbiased
   estimate of how often the auto-accept/reject bands are right.
@@ -27,6 +30,7 @@ import pyarrow as pa
 
 from ptfactory.annotators.labelstudio.results import Label, combine, parse_result
 from ptfactory.annotators.pairs import auto_pairs, preference_row
+from ptfactory.annotators.trajectory_review import prefix_pairs, step_labels
 from ptfactory.storage.schema import (
     SAMPLE_SCHEMA,
     audited_verdict,
@@ -138,6 +142,9 @@ def curate(routed: pa.Table, events: pa.Table, accept_at: float = 7.0, pairs: bo
         if auto is not None:
             audited.append(_agrees(auto, label))
         who = ", ".join(sorted({e["annotator"] or "?" for e in evs}))
+        if row.get("steps") and label.first_error is not None:
+            row["step_labels"] = step_labels(len(row["steps"]), label.first_error, who)
+            counts["step_labelled"] += 1
         if row["kind"] == "preference" or label.preference:
             if label.preference == "tie":
                 trail.append(
@@ -188,7 +195,7 @@ def curate(routed: pa.Table, events: pa.Table, accept_at: float = 7.0, pairs: bo
         out_rows.append(row)
     if pairs:
         present = {r["sample_id"] for r in out_rows}
-        for pair in auto_pairs(out_rows):
+        for pair in [*auto_pairs(out_rows), *prefix_pairs(out_rows)]:
             if pair["sample_id"] not in present:
                 present.add(pair["sample_id"])
                 out_rows.append(pair)

@@ -1,8 +1,8 @@
 """Labeling configs: one review queue (one Label Studio project) per sample kind, and one blind audit
 queue per kind.
 
-A review config shows the instruction, the response(s) and the judges' opinions in plain text, and
-asks for a verdict; its corrected-response box starts with the response (``value="$response"``), so
+A review config shows the instruction, the response(s) (an agent trajectory: its steps) and the
+judges' opinions in plain text, and asks for a verdict (a trajectory: also its first wrong step); its corrected-response box starts with the response (``value="$response"``), so
 an expert edits instead of retyping (submitted unchanged, it is no correction). An audit config
 (queue ``<kind>-audit``) shows neither the judges nor the execution log and starts the box empty:
 the expert judges the sample unanchored. Names of the controls are what
@@ -78,13 +78,34 @@ def _preference(audit: bool) -> str:
     )
 
 
+def _trajectory(audit: bool) -> str:
+    """An agent trajectory: the task, then each step (the call, its exit code and output) as a
+    paragraph; the expert marks the first wrong step (options from the task's own steps), rates
+    the process and accepts or rejects the trajectory."""
+    return (
+        f"<View>\n{_AUDIT if audit else ''}{_HEADER}"
+        '  <Header value="Steps (call, exit code, output)"/>\n'
+        '  <Paragraphs name="steps" value="$steps" layout="dialogue" nameKey="author" textKey="text"/>\n'
+        '  <Header value="Outcome"/>\n  <Text name="outcome" value="$outcome"/>\n'
+        f"{'' if audit else _JUDGES}"
+        '  <Header value="The first wrong step"/>\n'
+        '  <Choices name="first_error" toName="steps" choice="single" value="$step_options" required="true"/>\n'
+        '  <Header value="The process (1: aimless or harmful, 5: what an expert would do)"/>\n'
+        '  <Rating name="rating" toName="steps" maxRating="5"/>\n'
+        '  <Choices name="verdict" toName="steps" choice="single" showInline="true" required="true">\n'
+        '    <Choice value="accept"/>\n    <Choice value="reject"/>\n  </Choices>\n'
+        "</View>\n"
+    )
+
+
 def audit_queue(queue: str) -> str:
     """The blind audit queue beside a review queue."""
     return f"{queue}-audit"
 
 
 SFT, CODE, PREFERENCE = _sft(audit=False), _code(audit=False), _preference(audit=False)
-REVIEW_QUEUES = ("sft", "code", "preference")
+TRAJECTORY = _trajectory(audit=False)
+REVIEW_QUEUES = ("sft", "code", "preference", "agent")
 AUDIT_QUEUES = tuple(audit_queue(queue) for queue in REVIEW_QUEUES)
 QUEUES = REVIEW_QUEUES + AUDIT_QUEUES  # every project a pull reads
 LABEL_CONFIGS = {
@@ -94,6 +115,8 @@ LABEL_CONFIGS = {
     "sft-audit": _sft(audit=True),
     "code-audit": _code(audit=True),
     "preference-audit": _preference(audit=True),
+    "agent": TRAJECTORY,
+    "agent-audit": _trajectory(audit=True),
 }
 
 

@@ -17,6 +17,7 @@ class Label:
     corrected: str | None = None
     preference: str | None = None  # A | B | tie
     reason: str | None = None
+    first_error: int | None = None  # a trajectory's first wrong step (its index); -1: none was wrong
 
 
 def _text(value: dict[str, Any]) -> str | None:
@@ -47,6 +48,8 @@ def parse_result(result: list[dict[str, Any]] | str | None, was_cancelled: bool 
             fields["rating"] = int(value["rating"])
         elif name in ("corrected", "reason"):
             fields[name] = _text(value)
+        elif name == "first_error" and value.get("choices"):
+            fields[name] = _step(str(value["choices"][0]))
     preference = fields.get("preference")
     verdict = fields.get("verdict")
     if preference is not None and verdict is None:
@@ -57,7 +60,15 @@ def parse_result(result: list[dict[str, Any]] | str | None, was_cancelled: bool 
         corrected=fields.get("corrected"),
         preference=preference,
         reason=fields.get("reason"),
+        first_error=fields.get("first_error"),
     )
+
+
+def _step(choice: str) -> int | None:
+    """The first_error choice's alias: a step index, or ``none`` (-1: every step was right)."""
+    if choice == "none":
+        return -1
+    return int(choice) if choice.isdigit() else None
 
 
 def combine(labels: list[Label]) -> Label | None:
@@ -69,6 +80,13 @@ def combine(labels: list[Label]) -> Label | None:
     voting = [label for label in labels if label.verdict in ("accept", "reject")]
     if not voting:
         return None
+    marked = [label.first_error for label in voting if label.first_error is not None]
+    # the step most annotators marked; a tie: the earliest wrong step (-1, none wrong, ranks last)
+    first_error = (
+        min(Counter(marked).most_common(), key=lambda kv: (-kv[1], kv[0] if kv[0] >= 0 else 1 << 30))[0]
+        if marked
+        else None
+    )
     if any(label.preference for label in voting):
         prefs = Counter(label.preference for label in voting if label.preference)
         (top, count), *rest = prefs.most_common()
@@ -88,4 +106,5 @@ def combine(labels: list[Label]) -> Label | None:
         verdict,
         rating=round(sum(ratings) / len(ratings)) if ratings else None,
         corrected=corrected[-1] if corrected and verdict == "accept" else None,
+        first_error=first_error,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptfactory.annotators.labelstudio.configs import audit_queue
+from ptfactory.annotators.labelstudio.configs import REVIEW_QUEUES, audit_queue
 from ptfactory.storage.schema import audited_verdict, prompt_of, response_of
 
 __all__ = ["queue_of", "to_task"]
@@ -24,7 +24,9 @@ def _is_audit(row: dict[str, Any]) -> bool:
 
 
 def queue_of(row: dict[str, Any]) -> str:
-    queue = str(row["kind"]) if row["kind"] in ("sft", "code", "preference") else "sft"
+    queue = str(row["kind"]) if row["kind"] in REVIEW_QUEUES else "sft"
+    if row.get("steps"):
+        queue = "agent"  # a trajectory (kind agent, or made an sft row) is reviewed step by step
     return audit_queue(queue) if _is_audit(row) else queue
 
 
@@ -76,7 +78,8 @@ def _predictions(queue: str, scores: dict[str, Any], accept_at: float) -> list[d
                 continue
             result = [_choice("preference", "response_a", vote["verdict"])]
         else:
-            result = [_choice("verdict", "response", "accept" if score >= accept_at else "reject")]
+            to = "steps" if queue == "agent" else "response"
+            result = [_choice("verdict", to, "accept" if score >= accept_at else "reject")]
             if queue == "sft":
                 stars = max(1, min(5, round(score / 2)))
                 result.append(
@@ -89,6 +92,44 @@ def _predictions(queue: str, scores: dict[str, Any], accept_at: float) -> list[d
                 )
         out.append({"model_version": str(vote["judge"]), "score": float(score) / 10.0, "result": result})
     return out
+
+
+NO_WRONG_STEP = "none"  # the first_error choice that says every step was right (results.py reads it)
+
+
+def _call(step: dict[str, Any]) -> str:
+    name = step.get("name") or step.get("kind") or "step"
+    arguments = step.get("arguments") or ""
+    return f"{name} {arguments}".strip()
+
+
+def _steps(row: dict[str, Any]) -> tuple[list[dict[str, str]], list[dict[str, str]], str]:
+    """A trajectory's steps as Paragraphs (one per step: the call, exit code and output tail), the
+    first-wrong-step options (``alias``: the step's index, or ``none``) and the outcome line."""
+    paragraphs, options = [], []
+    for position, step in enumerate(row.get("steps") or []):
+        index = step.get("index") if step.get("index") is not None else position
+        call = _call(step)
+        facts = [f"status {step.get('status') or step.get('kind') or '?'}"]
+        if step.get("exit_code") is not None:
+            facts.append(f"exit code {step['exit_code']}")
+        if step.get("duration_ms") is not None:
+            facts.append(f"{step['duration_ms']:.0f} ms")
+        if step.get("error"):
+            facts.append(f"error: {step['error']}")
+        text = f"{call}\n{', '.join(facts)}"
+        if step.get("output_tail"):
+            text += "\n" + str(step["output_tail"])[-_TAIL:]
+        paragraphs.append({"author": f"step {index + 1}", "text": text})
+        options.append({"value": f"step {index + 1}: {call[:80]}", "alias": str(index)})
+    options.append({"value": "no wrong step", "alias": NO_WRONG_STEP})
+    outcome = row.get("outcome") or {}
+    solved = outcome.get("solved")
+    line = "solved" if solved else ("not solved" if solved is not None else "outcome unknown")
+    if outcome.get("stop_reason"):
+        line += f" ({outcome['stop_reason']})"
+    line += f", {len(paragraphs)} steps"
+    return paragraphs, options, line
 
 
 def _choice(name: str, to: str, value: str) -> dict[str, Any]:
@@ -105,7 +146,8 @@ def to_task(row: dict[str, Any], accept_at: float = 7.0) -> dict[str, Any]:
         "batch": row["batch"],
         "kind": row["kind"],
         "audit": audit,
-        "instruction": prompt_of(row["messages"], context=True),  # the whole context before the answer
+        # the whole context before the answer; a trajectory's steps are shown apart, so its task only
+        "instruction": prompt_of(row["messages"], context=queue != "agent"),
     }
     if not audit:
         data["judges"] = _judges_text(scores)
@@ -113,6 +155,8 @@ def to_task(row: dict[str, Any], accept_at: float = 7.0) -> dict[str, Any]:
     if queue == "preference":
         data["response_a"] = response_of(row.get("chosen"), final_turn=False)
         data["response_b"] = response_of(row.get("rejected"), final_turn=False)
+    elif queue == "agent":
+        data["steps"], data["step_options"], data["outcome"] = _steps(row)
     else:
         data["response"] = response_of(row["messages"], final_turn=False)
     if queue == "code":

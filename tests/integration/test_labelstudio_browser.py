@@ -91,3 +91,60 @@ def test_annotator_labels_in_browser(label_studio: LabelStudio, monkeypatch: pyt
         assert got["annotation"]["task_id"] == task
     finally:
         (ls.root / "factory.yaml").write_text(f"annotation: {{port: {ls.port}, pull_page: 10}}\n")
+
+
+def test_annotator_marks_the_first_wrong_step_of_a_trajectory(
+    label_studio: LabelStudio, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    from ptfactory.storage.schema import from_records
+    from tests.annotators.test_trajectory_review import LS, WRONG, trajectory
+
+    ls, batch = label_studio, "review-trajectory"
+    row = {**trajectory([LS, WRONG], solved=False), "batch": batch}
+    (ls.root / "factory.yaml").write_text(f"annotation: {{port: {ls.port}, project_prefix: browser}}\n")
+    try:
+        _stage(ls, from_records([row]), batch, monkeypatch)
+        pushed = ls.ptf("annotate", "push", "--batch", batch)
+        assert pushed.returncode == 0, pushed.stderr[-3000:]
+        with sqlite3.connect(ls.home / "annotation" / "ledger.sqlite") as db:
+            project, task, queue = db.execute(
+                "SELECT project_id, task_id, queue FROM pushed WHERE sample_id = ?", (row["sample_id"],)
+            ).fetchone()
+        assert queue == "agent"
+        annotator = ls.annotators["ann1@example.com"]
+        with sync_playwright() as playwright:
+            browser = launch_chromium(playwright)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1400})
+                page.goto(f"{ls.url}/user/login/")
+                page.fill("input[name=email]", "ann1@example.com")
+                page.fill("input[name=password]", annotator["password"])
+                page.click("button[type=submit], input[type=submit]")
+                page.wait_for_load_state("networkidle")
+                page.goto(f"{ls.url}/projects/{project}/data?task={task}")
+                # each step is a paragraph: the call, its exit code, its output
+                page.get_by_text("exit code 1").first.wait_for(timeout=120_000)
+                step = page.locator("label:has-text('step 2: write_file')").first
+                expect(step).to_be_visible(timeout=30_000)
+                step.click()
+                reject = page.locator("label:has-text('reject') input").first
+                if not reject.is_checked():  # the judge's 4/10 comes pre-filled as a reject
+                    page.locator("label:has-text('reject')").first.click()
+                assert reject.is_checked()
+                page.wait_for_timeout(500)
+                page.screenshot(path=str(ARTIFACTS / "labelstudio-trajectory.png"))
+                page.get_by_role("button", name="Submit").click()
+                page.get_by_text("Annotation saved successfully", exact=True).wait_for(timeout=60_000)
+            finally:
+                browser.close()
+        pulled = ls.ptf("annotate", "pull")
+        assert pulled.returncode == 0, pulled.stderr[-3000:]
+        curated = {r["sample_id"]: r for r in AssetStore(str(ls.home)).read("curated_samples").to_pylist()}
+        got = curated[row["sample_id"]]
+        assert [(s["step"], s["label"]) for s in got["step_labels"]] == [(0, "ok"), (1, "first_error")]
+        assert got["step_labels"][1]["annotator"] == "ann1@example.com"
+        assert got["decisions"][-1]["reason"] == "human_reject"
+    finally:
+        (ls.root / "factory.yaml").write_text(f"annotation: {{port: {ls.port}, pull_page: 10}}\n")
