@@ -24,6 +24,7 @@ from typing import TypeVar
 
 import dagster as dg
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ptfactory.assets.resources import FactoryResource
 from ptfactory.engines.base import Engine
@@ -36,7 +37,7 @@ from ptfactory.engines.budget import (
     effective_budget,
 )
 from ptfactory.storage.schema import add_decision, dropped_mask
-from ptfactory.storage.schema.review import BUDGET_REASON
+from ptfactory.storage.schema.review import BUDGET_REASON, budget_exhausted_mask
 
 __all__ = [
     "budget_metadata",
@@ -152,8 +153,14 @@ def _limit(value: float | None, usd: bool) -> str:
     return f"{value:.6f}" if usd else f"{int(value):,}"
 
 
-def budget_metadata(guard: BudgetGuard, exhausted_rows: int = 0) -> dict[str, dg.MetadataValue]:
-    """Spent vs budget: this asset, this run so far, this batch over all its runs; the limits."""
+def budget_metadata(
+    guard: BudgetGuard, unfinished: pa.Table | None = None, *, held: int = 0
+) -> dict[str, dg.MetadataValue]:
+    """Spent vs budget: this asset, this run so far, this batch over all its runs; the limits; how
+    many rows the budget left unfinished here (of ``unfinished``) or ``held`` back."""
+    exhausted_rows = held
+    if unfinished is not None and unfinished.num_rows:
+        exhausted_rows += int(pc.sum(budget_exhausted_mask(unfinished)).as_py() or 0)
     run = guard.ledger.spent(run_id=guard.run_id)
     batch = guard.ledger.spent(batch=guard.batch)
     limits = guard.budget

@@ -28,7 +28,7 @@ from ptfactory.storage.schema import conform, live_rows
 _COUNTS = ("self_instruct", "evol_instruct", "code")
 
 
-def _instructions_within_budget(
+def instructions_within_budget(
     guard: BudgetGuard, engine: Engine, seeds: pa.Table, config: GenerationConfig, batch: str
 ) -> tuple[tuple[pa.Table, InstructionStats], dict[str, int]]:
     """After the budget stopped instruction generation: the most of each method's count (in order)
@@ -75,7 +75,7 @@ def candidate_instructions(
         try:
             (table, stats), done = generate_instructions(seed_tasks, engine, config, batch), None
         except BudgetExhausted:
-            (table, stats), done = _instructions_within_budget(guard, engine, seed_tasks, config, batch)
+            (table, stats), done = instructions_within_budget(guard, engine, seed_tasks, config, batch)
     unsent = sum(getattr(config, m).count - done[m] for m in _COUNTS) if done else 0
     return dg.MaterializeResult(
         value=table,
@@ -139,7 +139,7 @@ def candidate_responses(
             "dropped_by_reason": counts_md(stats.dropped, "reason"),
             "kinds": counts_md(kinds, "kind"),
             **engine_metadata(engine, before, factory.price_per_mtok("generator")),
-            **budget_metadata(guard, unfinished.num_rows),
+            **budget_metadata(guard, unfinished),
             "preview": preview_md(table),
         },
         check_results=[

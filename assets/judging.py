@@ -233,7 +233,7 @@ def judged_samples(
             "prompt_tokens": dg.MetadataValue.int(sum(j.stats.prompt_tokens for j in panel.judges)),
             "completion_tokens": dg.MetadataValue.int(sum(j.stats.completion_tokens for j in panel.judges)),
             **pairwise_md(pairwise),
-            **budget_metadata(guard, unfinished.num_rows),
+            **budget_metadata(guard, unfinished),
             "difficulty_vs_panel": gate_md(gate),
             "preview": preview_md(table),
         },

@@ -85,7 +85,7 @@ def difficulty_scored(
                 stats.values, [0, 0.25, 0.5, 0.75, 1.0, 1.5, 3.0], "difficulty"
             ),
             **engine_metadata(student, before, factory.price_per_mtok("student")),
-            **budget_metadata(guard, unfinished.num_rows),
+            **budget_metadata(guard, unfinished),
             "preview": preview_md(table),
         },
         check_results=[
@@ -125,8 +125,7 @@ def routed_samples(
             value=held,
             metadata={
                 "dagster/row_count": dg.MetadataValue.int(held.num_rows),
-                "budget_held_back": dg.MetadataValue.int(len(live_rows(judged_samples))),
-                **budget_metadata(guard),
+                **budget_metadata(guard, held=len(live_rows(judged_samples))),
                 "preview": preview_md(held),
             },
             check_results=[schema_check(held, "routed_samples"), unique_ids_check(held, "routed_samples")],

@@ -11,9 +11,11 @@ import pyarrow as pa
 import pytest
 
 from ptfactory.assets.budget import metered, within_budget
+from ptfactory.assets.generation import instructions_within_budget
 from ptfactory.config import parse_config
 from ptfactory.engines.budget import (
     BudgetConfig,
+    BudgetExhausted,
     BudgetGuard,
     BudgetLedger,
     effective_budget,
@@ -22,8 +24,10 @@ from ptfactory.engines.budget import (
 from ptfactory.engines.cache import ResponseCache
 from ptfactory.engines.transformers_engine import TransformersEngine
 from ptfactory.errors import ConfigError
-from ptfactory.generators.config import SamplingConfig
+from ptfactory.generators.config import GenerationConfig, SamplingConfig
+from ptfactory.generators.instructions import generate_instructions
 from ptfactory.generators.responses import generate_responses
+from ptfactory.generators.seeds import SeedTask, seeds_to_table
 from ptfactory.storage.schema import from_records, live_rows
 from tests.conftest import make_rows
 
@@ -101,6 +105,42 @@ def test_a_zero_budget_answers_from_the_cache_alone(tiny_model: Path, tmp_path: 
     assert engine.stats.requests_sent == sent  # nothing sent: the batch was already past its limit
     assert table.num_rows == 2 and unfinished.num_rows == 2  # the cached two finished anyway
     assert ledger.spent(run_id="r2").tokens == 0
+
+
+def test_instruction_generation_stopped_by_its_budget_keeps_the_instructions_that_finished(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """Instructions are not rows yet: the stage keeps the most of each method's count that finished
+    (a smaller count asks a prefix of the same requests) and asks for none of the rest."""
+    engine = TransformersEngine(
+        model_id="tiny", model_path=str(tiny_model), cache=ResponseCache(tmp_path / "c.sqlite"), chunk_size=1
+    )
+    tasks = [
+        SeedTask(f"s{i}", f"Write a poem about the number {i}.", "sft", f"seeds.jsonl:{i}") for i in range(3)
+    ]
+    seeds = seeds_to_table(tasks, "b1")
+    config = GenerationConfig.model_validate(
+        {"self_instruct": {"count": 3}, "evol_instruct": {"count": 2}, "instructions": {"max_tokens": 6}}
+    )
+    guard = BudgetGuard(
+        BudgetConfig(tokens=1), BudgetLedger(tmp_path / "b.sqlite"), "r1", "b1", "candidate_instructions"
+    )
+    with metered(guard, [(engine, PRICE)]), pytest.raises(BudgetExhausted):
+        generate_instructions(seeds, engine, config, "b1")
+    with metered(guard, [(engine, PRICE)]):
+        (table, _), done = instructions_within_budget(guard, engine, seeds, config, "b1")
+    assert engine.stats.requests_sent == 1 and done == {"self_instruct": 1, "evol_instruct": 0, "code": 2}
+    one = config.model_copy(
+        update={
+            "self_instruct": config.self_instruct.model_copy(update={"count": 1}),
+            "evol_instruct": config.evol_instruct.model_copy(update={"count": 0}),
+        }
+    )
+    alone, _ = generate_instructions(seeds, engine, one, "b1")  # from the cache: the same request
+    assert engine.stats.requests_sent == 1
+    assert table.column("sample_id").to_pylist() == alone.column("sample_id").to_pylist()
+    methods = [(p or {}).get("method") for p in table.column("provenance").to_pylist()]
+    assert sorted(methods) == ["seed", "seed", "seed", "self_instruct"]  # the seeds, the one reply
 
 
 def test_budget_option_syntax() -> None:
