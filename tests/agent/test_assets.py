@@ -1,5 +1,6 @@
 """The agent stages through Dagster for real: the bundled SmolLM2 as the policy, the Docker sandbox,
-the demo's first task with its reference solution; every trajectory replayed."""
+the demo's first task with its reference solution; every trajectory replayed; then the rows made of
+them through dedup, execution validation and difficulty."""
 
 from __future__ import annotations
 
@@ -9,9 +10,14 @@ import dagster as dg
 import pytest
 
 from ptfactory.assets.agent import agent_tasks, agent_trajectories
+from ptfactory.assets.dedup import deduplicated_samples
+from ptfactory.assets.execution import execution_validated
+from ptfactory.assets.generation import candidate_instructions, candidate_responses
 from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.scoring import difficulty_scored
+from ptfactory.assets.seeds import seed_tasks
 from ptfactory.storage.assetstore import AssetStore
-from ptfactory.storage.schema import validate_table
+from ptfactory.storage.schema import empty_table, validate_table
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -28,14 +34,12 @@ def test_agent_trajectories_asset(home: Path, tmp_path: Path, smollm2: Path) -> 
     )
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("batch", ["b1"])
+    resources = {
+        "factory": FactoryResource(home=str(home), config_path=str(config)),
+        "samples_io": SampleIOManager(home=str(home)),
+    }
     result = dg.materialize(
-        [agent_tasks, agent_trajectories],
-        instance=instance,
-        partition_key="b1",
-        resources={
-            "factory": FactoryResource(home=str(home), config_path=str(config)),
-            "samples_io": SampleIOManager(home=str(home)),
-        },
+        [agent_tasks, agent_trajectories], instance=instance, partition_key="b1", resources=resources
     )
     assert result.success
     meta = result.asset_materializations_for_node("agent_trajectories")[0].metadata
@@ -43,7 +47,8 @@ def test_agent_trajectories_asset(home: Path, tmp_path: Path, smollm2: Path) -> 
     assert figures == {"episodes": 2, "reference_episodes": 1, "replayed": figures["replayed"]}
     assert meta["replay_rate"].value == 1.0 and meta["tool_call_parse_rate"].value == 1.0
     assert meta["mean_steps"].value == 1.0 and meta["sandbox_seconds"].value > 0
-    table = AssetStore(str(home)).read("agent_trajectories", "b1")
+    store = AssetStore(str(home))
+    table = store.read("agent_trajectories", "b1")
     validate_table(table)
     rows = table.to_pylist()
     agents = [r for r in rows if r["kind"] == "agent"]
@@ -60,3 +65,26 @@ def test_agent_trajectories_asset(home: Path, tmp_path: Path, smollm2: Path) -> 
         sft = [r for r in rows if r["kind"] == "sft"]
         assert reference[0]["sample_id"] in {r["provenance"]["parent_id"] for r in sft}
     assert all(r["scores"]["difficulty"]["method"] == "solve_rate" for r in agents)
+
+    # they join the batch's responses (none here) at dedup, and difficulty keeps their solve rate
+    store.write("candidate_responses", empty_table(), "b1")
+    stages = [deduplicated_samples, execution_validated, difficulty_scored]
+    later = dg.materialize(
+        [seed_tasks, candidate_instructions, candidate_responses, *stages],
+        selection=stages,
+        instance=instance,
+        partition_key="b1",
+        resources=resources,
+    )
+    assert later.success
+    scored = {r["sample_id"]: r for r in store.read("difficulty_scored", "b1").to_pylist()}
+    assert set(scored) == {r["sample_id"] for r in rows}
+    for row in rows:
+        after = scored[row["sample_id"]]
+        assert after["scores"]["difficulty"] == row["scores"]["difficulty"]
+        dropped = any(d["verdict"] == "drop" for d in row["decisions"])
+        drops = [d["reason"] for d in after["decisions"] if d["verdict"] == "drop"]
+        if row["kind"] != "sft":  # episodes and pairs pass dedup; sft rows may be near duplicates
+            assert dropped == bool(drops), after["decisions"]
+        elif not dropped:
+            assert set(drops) <= {"near_duplicate", "exact_duplicate"}, drops
