@@ -2,14 +2,28 @@
 
 Built here because they need the factory's dedup settings, the trainer's chat template and the
 stage outputs; ``storage.audit`` runs them on the staged shards.
+
+A version staged as a change over a checked parent (``DatasetStore.publish_delta``) is checked on
+what changed, keeping each check's guarantee: a leak needs a changed row on one side (two unchanged
+rows were checked in the parent), so the changed rows are looked up in the other side's band keys,
+kept per shard (``filters.dedup.leak_keys``); a template renders per row, so only the changed rows
+are rendered. Each relies on the parent having passed the check with the same settings (recorded
+in its detail); otherwise the check reads the whole staged version.
 """
 
+import hashlib
+from pathlib import Path
+from typing import Any
+
 from ptfactory.assets.resources import FactoryResource
-from ptfactory.filters.dedup.leaks import split_leaks
+from ptfactory.filters.dedup.core import DedupConfig
+from ptfactory.filters.dedup.leak_keys import KeyCache, Keys, probe_leaks, version_sides
+from ptfactory.filters.dedup.leaks import Leak, split_leaks
 from ptfactory.storage.audit import (
     Audit,
     Check,
     CheckResult,
+    Delta,
     Staged,
     batches_passed,
     schema_valid,
@@ -17,7 +31,7 @@ from ptfactory.storage.audit import (
 )
 from ptfactory.training.templates import template_problems
 
-__all__ = ["AUDIT_CHECKS", "publish_audit"]
+__all__ = ["AUDIT_CHECKS", "leak_key_cache", "publish_audit", "staged_leaks"]
 
 # the judged_samples checks a batch must have passed to be published; judges_counted is not one:
 # a judge that fails it is left out of that batch's aggregate and the batch goes on
@@ -32,32 +46,94 @@ AUDIT_CHECKS = [
 ]
 
 
+def leak_key_cache(factory: FactoryResource) -> KeyCache:
+    """Where this machine keeps the band keys of published shards (a cache: safe to delete)."""
+    return KeyCache(Path(factory.state_dir) / "cache" / "leak-keys", factory.config.dedup.to_config())
+
+
+def _settings(cache: KeyCache) -> str:
+    return cache.folder.name  # a hash of the settings the keys depend on
+
+
+def staged_leaks(delta: Delta, cache: KeyCache, config: DedupConfig) -> list[Leak]:
+    """Leaks of the staged version that involve a row it changed: each changed row against the
+    other side's kept keys (every other pair was checked in the parent)."""
+    shards = {split: [delta.shards[f] for f in files] for split, files in delta.split_files.items()}
+    sides = version_sides(
+        shards,
+        delta.buckets,
+        delta.read,
+        cache,
+        replaced=delta.replaced,
+        changed=delta.changed,
+        across=[split for split, rows in delta.changed.items() if rows.num_rows],
+    )
+    found: dict[tuple[str, str], Leak] = {}
+    for split, rows in delta.changed.items():
+        if rows.num_rows:
+            for leak in probe_leaks(rows, split == "validation", sides, config, Keys.compute(rows, config)):
+                found[(leak.validation_id, leak.train_id)] = leak
+    return [found[k] for k in sorted(found)]
+
+
 def publish_audit(factory: FactoryResource, judged: bool = True) -> Audit:
     """Every blocking check of a published version; ``judged=False`` for rows that never went
     through the judges (an imported table, a retraction of a checked version)."""
     dedup = factory.config.dedup.to_config()
+    cache = leak_key_cache(factory)
 
     def no_split_leak(staged: Staged) -> CheckResult:
-        count, leaks = split_leaks(staged.splits, dedup)
+        settings = {"threshold": dedup.threshold, "settings": _settings(cache)}
+        delta = staged.delta
+        if delta is not None and delta.passed("no_split_leak", **settings):
+            leaks = staged_leaks(delta, cache, dedup) if len(delta.split_files) > 1 else []
+            count = len(leaks)
+            sizes = {
+                f"{split}_rows": sum(delta.shards[f].rows for f in files)
+                for split, files in delta.split_files.items()
+            }
+            sizes["checked_rows"] = delta.changed_rows
+        else:
+            count, leaks = split_leaks(staged.splits, dedup)
+            sizes = {f"{split}_rows": t.num_rows for split, t in staged.splits.items()}
         return CheckResult(
             "no_split_leak",
             count == 0,
             detail={
                 "leaking_pairs": count,
-                "threshold": dedup.threshold,
+                **settings,
                 "examples": "; ".join(f"{x.train_id}~{x.validation_id} ({x.jaccard:.2f})" for x in leaks[:5])
                 or "none",
-                **{f"{split}_rows": t.num_rows for split, t in staged.splits.items()},
+                **sizes,
             },
             rows=tuple(x.validation_id for x in leaks),
         )
 
+    loaded: list[Any] = []  # the tokenizer, loaded on first use and kept for this audit's publishes
+
     def chat_template_renders(staged: Staged) -> CheckResult:
-        problems = template_problems(staged.table.to_pylist(), factory.chat_tokenizer())
+        if not loaded:
+            loaded.append(factory.chat_tokenizer())
+        tokenizer = loaded[0]
+        template = hashlib.sha256(
+            repr((getattr(tokenizer, "chat_template", None), tokenizer.eos_token)).encode()
+        ).hexdigest()[:16]
+        delta = staged.delta
+        if delta is not None and delta.passed("chat_template_renders", template=template):
+            rows = [r for t in delta.changed.values() for r in t.to_pylist()]  # a row renders on its own
+            extra = {"checked_rows": len(rows)}
+        else:
+            rows, extra = staged.table.to_pylist(), {}
+        problems = template_problems(rows, tokenizer)
         return CheckResult(
             "chat_template_renders",
             not problems,
-            detail={"problems": len(problems), "first": problems[0] if problems else "none"},
+            detail={
+                "problems": len(problems),
+                "first": problems[0] if problems else "none",
+                "template": template,
+                **extra,
+            },
             rows=tuple(p.split(":", 1)[0] for p in problems),
         )
 

@@ -1,5 +1,6 @@
 """``sft_dataset``: publishes a new immutable version from every batch so far."""
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import dagster as dg
@@ -7,8 +8,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ptfactory.annotators.judges.calibration import STATS_KEY, Calibration, calibrate
-from ptfactory.assets.audit import AUDIT_CHECKS, publish_audit
+from ptfactory.assets.audit import AUDIT_CHECKS, leak_key_cache, publish_audit
 from ptfactory.assets.common import check_specs, counts_md, preview_md
+from ptfactory.assets.dataset_delta import plan_change
 from ptfactory.assets.resources import FactoryResource
 from ptfactory.filters.dedup.core import DedupConfig, compute_signatures
 from ptfactory.filters.dedup.leaks import split_leaks
@@ -17,7 +19,7 @@ from ptfactory.storage.assemble import assemble_preference, assemble_sft
 from ptfactory.storage.retract import retracted
 from ptfactory.storage.schema import row_texts
 from ptfactory.storage.split import split_table
-from ptfactory.storage.versions import AuditFailed
+from ptfactory.storage.versions import AuditFailed, BaseMoved
 
 
 def _describe(name: str, body: dict[str, Any]) -> str:
@@ -51,21 +53,27 @@ def _check_results(
     return results
 
 
-def _version_stats(table: pa.Table, splits: dict[str, pa.Table], price_per_mtok: float) -> dict[str, object]:
-    """What the version cost to make (generation tokens of its rows) and how it splits."""
-    provenance = table.column("provenance").to_pylist()
-    prompt = sum(int((p or {}).get("prompt_tokens") or 0) for p in provenance)
-    completion = sum(int((p or {}).get("completion_tokens") or 0) for p in provenance)
-    kinds = table.column("kind").to_pylist()
-    return {
-        "generation_prompt_tokens": prompt,
-        "generation_completion_tokens": completion,
-        "estimated_cost_usd": round((prompt + completion) * price_per_mtok / 1e6, 6),
-        "split_rows": {split: t.num_rows for split, t in splits.items()},
-        "kinds": {k: kinds.count(k) for k in sorted(set(kinds))},
-        # which hash built the rows' MinHash signatures: an index of another hash cannot match them
-        "dedup": {"shingle_hash": SHINGLE_HASH, "hash_library": hash_library()},
-    }
+def _version_stats(
+    price_per_mtok: float, extra: dict[str, Any]
+) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """What the version cost to make (generation tokens of its rows) and how it splits, from the
+    totals the publish computed over the version's rows (a delta publish never sees them all)."""
+
+    def stats(base: Mapping[str, Any]) -> dict[str, Any]:
+        tokens = base.get("generation_tokens") or {}
+        prompt, completion = int(tokens.get("prompt", 0)), int(tokens.get("completion", 0))
+        return {
+            "generation_prompt_tokens": prompt,
+            "generation_completion_tokens": completion,
+            "estimated_cost_usd": round((prompt + completion) * price_per_mtok / 1e6, 6),
+            "split_rows": dict(base.get("rows_per_split") or {}),
+            "kinds": dict(base.get("rows_per_kind") or {}),
+            # which hash built the rows' MinHash signatures: an index of another hash cannot match them
+            "dedup": {"shingle_hash": SHINGLE_HASH, "hash_library": hash_library()},
+            **extra,
+        }
+
+    return stats
 
 
 def _calibration_md(calibration: Calibration) -> dg.MetadataValue:
@@ -138,7 +146,8 @@ def _without_leaks(splits: dict[str, pa.Table], dedup: DedupConfig) -> tuple[dic
 
 def _index_published(factory: FactoryResource, table: pa.Table, name: str, version: int) -> int:
     """Later batches are deduplicated against what this version published; only rows the index
-    does not hold yet are hashed (a new label costs one row, not the version)."""
+    does not hold yet are hashed (a new label costs one row, not the version). ``table``: the rows
+    the version put in (a delta publish's upserts), or all of them."""
     settings = factory.config.dedup
     index = factory.dedup_index()
     new = index.missing(table.column("sample_id").to_pylist())
@@ -180,29 +189,59 @@ def _publish(
             },
             check_results=_check_results(asset, {}, absent="not run: nothing to publish yet"),
         )
-    splits, moved = _without_leaks(
-        split_table(assembled.table, config.datasets.validation_fraction), config.dedup.to_config()
-    )
-    stats = _version_stats(assembled.table, splits, config.engines.generator.price_per_mtok)
-    stats["moved_to_train"] = moved  # near duplicates of train rows that the split had held out
+    extra: dict[str, Any] = {}
     if kind == "sft":
         # over every curated row, not the published ones: rows the experts rejected are not
         # published, and without them every judge that leans to accept would look right
-        stats[STATS_KEY] = calibrate(
+        extra[STATS_KEY] = calibrate(
             curated, config.judging.calibration_min_labels, config.routing.accept_at
         ).to_stats()
-    try:
-        result = datasets.publish(
-            name,
-            splits if len(splits) > 1 else splits["train"],  # one split: plain part-*.parquet shards
-            stats=stats,
-            kind=kind,
-            config_hash=config.config_hash(),
-            shard_rows=config.storage.shard_rows,
-            dagster_run_id=context.run.run_id,
-            batches=assembled.batches,
-            audit=publish_audit(factory),
+    common: dict[str, Any] = {
+        "kind": kind,
+        "config_hash": config.config_hash(),
+        "shard_rows": config.storage.shard_rows,
+        "dagster_run_id": context.run.run_id,
+        "batches": assembled.batches,
+        "audit": publish_audit(factory),
+    }
+    price = config.engines.generator.price_per_mtok
+    versions = datasets.versions(name)
+    change = None
+    if versions:
+        parent = datasets.manifest(name, versions[-1])
+        change = plan_change(
+            datasets,
+            parent,
+            assembled.table,
+            config_hash=common["config_hash"],
+            fraction=config.datasets.validation_fraction,
+            dedup=config.dedup.to_config(),
+            cache=leak_key_cache(factory),
         )
+    try:
+        result, added = None, assembled.table
+        if change is not None:
+            # only the rows that changed since the latest version: the publish and its audit cost them
+            stats = _version_stats(price, {**extra, "moved_to_train": change.moved})
+            try:
+                result = datasets.publish_delta(
+                    name, change.upserts, change.removed, base=parent.version, stats=stats, **common
+                )
+                added = change.rows
+            except BaseMoved:
+                context.log.info(f"{name} moved on while this run planned its change; publishing it whole")
+        if result is None:
+            splits, moved = _without_leaks(
+                split_table(assembled.table, config.datasets.validation_fraction), config.dedup.to_config()
+            )
+            # near duplicates of train rows that the split had held out: moved_to_train
+            stats = _version_stats(price, {**extra, "moved_to_train": moved})
+            result = datasets.publish(
+                name,
+                splits if len(splits) > 1 else splits["train"],  # one split: plain part-*.parquet shards
+                stats=stats,
+                **common,
+            )
     except AuditFailed as refused:
         # nothing published, no alias moved: the failed checks (blocking) stop the run here
         context.log.error(str(refused))
@@ -218,7 +257,7 @@ def _publish(
     # what was published is what was assembled (publish only conforms and sorts it): no read-back
     published = assembled.table
     indexed = (
-        _index_published(factory, published, manifest.name, manifest.version)
+        _index_published(factory, added, manifest.name, manifest.version)
         if result.created and kind == "sft"
         else 0
     )
@@ -233,6 +272,13 @@ def _publish(
             "shards": dg.MetadataValue.int(len(manifest.shards)),
             "batches": dg.MetadataValue.text(", ".join(manifest.batches)),
             "dedup_index_added": dg.MetadataValue.int(indexed),
+            # how the version was made: the rows that changed over the latest (delta) or every row
+            "publish": dg.MetadataValue.text(
+                f"delta: {change.rows.num_rows} row(s) in, {len(change.removed)} out, "
+                f"{change.read_rows} row(s) of v{parent.version} read"
+                if change is not None and added is not assembled.table
+                else "full table"
+            ),
             "left_out": counts_md(assembled.skipped, "reason"),
             # the version's (an unchanged republish keeps the existing version's)
             **_calibration_metadata(manifest.stats),

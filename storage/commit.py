@@ -26,6 +26,7 @@ copied at that moment is not waited for, so two racing publishes may name the sa
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import posixpath
@@ -45,13 +46,12 @@ from ptfactory.storage.objectstore import ObjectOps, object_ops
 from ptfactory.storage.refs import VERSION_RE
 from ptfactory.storage.shards import ShardInfo
 from ptfactory.storage.staging import (
-    PublishRequest,
     PublishResult,
+    Request,
     StagedShards,
     audit_staged,
     build_manifest,
     same_as,
-    write_splits,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +67,8 @@ CARD_FILE = "README.md"
 # Test seam: stop a publish at a named point so tests can race two publishers or kill one there.
 SEAM_ENV = "PTF_TEST_PUBLISH_SEAM"
 _MAX_CLAIMS = 1000
+_MAX_REBASES = 20
+_SETTLE_S = 120.0  # how long a change waits for a version claimed below it to commit
 
 
 @dataclass(frozen=True)
@@ -158,35 +160,74 @@ def _quietly(action: Callable[[], Any]) -> None:
         pass
 
 
-def publish_to_object_store(datasets: DatasetStore, request: PublishRequest) -> PublishResult:
+def publish_to_object_store(datasets: DatasetStore, request: Request) -> PublishResult:
     ops = object_ops(datasets.store, datasets.state_dir)
     layout = Layout(datasets.store, request.name)
-    attempt = uuid.uuid4().hex
-    staging = layout.staging(attempt)
     latest = _latest_committed(layout)
-    parent = datasets.manifest(request.name, latest) if latest is not None else None
-    try:
-        staged = write_splits(
-            request,
-            datasets.store,
-            staging,
-            after_split=lambda split: seam(f"staging:{split}"),
-            parent=parent,
-            place=_copier(ops, layout, parent),
+    for _ in range(_MAX_REBASES):
+        attempt = uuid.uuid4().hex
+        staging = layout.staging(attempt)
+        parent = datasets.manifest(request.name, latest) if latest is not None else None
+        try:
+            staged = request.stage(
+                datasets.store,
+                staging,
+                parent=parent,
+                parent_dir=layout.version(parent.version) if parent is not None else None,
+                place=_copier(ops, layout, parent),
+                after_split=lambda split: seam(f"staging:{split}"),
+            )
+            if (
+                parent is not None
+                and not request.force
+                and same_as(parent, staged.shards, request.config_hash)
+            ):
+                ops.delete_prefix(staging)
+                return PublishResult(parent, layout.version(parent.version), created=False)
+            number = max(layout.taken(ops), default=0) + 1
+            checks = audit_staged(request, datasets.store, staging, version=number, staged=staged)
+            seam("staged")
+            number = _claim(ops, layout, number, attempt)
+            if staged.delta is not None:
+                # a change is over its base: if a version committed in between, it must go on top of it
+                settled = _settled_below(ops, layout, number)
+                if settled != latest:
+                    claim = layout.claim(number)
+                    _quietly(functools.partial(ops.delete, [claim]))
+                    ops.delete_prefix(staging)
+                    latest = settled
+                    continue
+        except BaseException:
+            _quietly(functools.partial(ops.delete_prefix, staging))
+            raise
+        return _finish(
+            datasets,
+            ops,
+            layout,
+            request=request,
+            attempt=attempt,
+            number=number,
+            staged=staged,
+            checks=checks,
         )
-        shards, split_files = staged.shards, staged.split_files
-        if parent is not None and not request.force and same_as(parent, shards, request.config_hash):
-            ops.delete_prefix(staging)
-            return PublishResult(parent, layout.version(parent.version), created=False)
-        number = max(layout.taken(ops), default=0) + 1
-        checks = audit_staged(
-            request, datasets.store, staging, version=number, shards=shards, split_files=split_files
-        )
-        seam("staged")
-        number = _claim(ops, layout, number, attempt)
-    except BaseException:
-        _quietly(lambda: ops.delete_prefix(staging))
-        raise
+    raise PublishError(
+        f"{request.name}: other versions kept committing while this change was staged "
+        f"({_MAX_REBASES} tries); publish it again"
+    )
+
+
+def _finish(
+    datasets: DatasetStore,
+    ops: ObjectOps,
+    layout: Layout,
+    *,
+    request: Request,
+    attempt: str,
+    number: int,
+    staged: StagedShards,
+    checks: dict[str, Any],
+) -> PublishResult:
+    staging = layout.staging(attempt)
     try:
         manifest = _commit(
             datasets,
@@ -229,6 +270,30 @@ def _latest_committed(layout: Layout, below: int | None = None) -> int | None:
     return None
 
 
+def _settled_below(ops: ObjectOps, layout: Layout, number: int) -> int | None:
+    """The newest version committed below ``number``, once no version below it is still being
+    copied (claimed, not committed, not given up by gc): a change must not skip one that lands later."""
+    deadline = time.monotonic() + _SETTLE_S
+    while True:
+        names = [m for k in ops.listing(layout.claims) if (m := CLAIM_RE.match(k))]
+        given_up = {int(m.group(1)) for m in names if m.group(2)}
+        pending = sorted(
+            n
+            for n in {int(m.group(1)) for m in names if not m.group(2)}
+            if n < number
+            and n not in given_up
+            and not layout.store.exists(posixpath.join(layout.version(n), MANIFEST_FILE))
+        )
+        if not pending:
+            return _latest_committed(layout, below=number)
+        if time.monotonic() > deadline:
+            raise PublishError(
+                f"{layout.name}: v{min(pending)} has been claimed but not committed for {_SETTLE_S:.0f} s; "
+                "this change must go on top of it. If its publisher died, `ptf datasets gc` gives it up"
+            )
+        time.sleep(0.1)
+
+
 def _claim(ops: ObjectOps, layout: Layout, number: int, attempt: str) -> int:
     """Claim the first free version number from ``number`` on; returns the one this attempt holds."""
     for _ in range(_MAX_CLAIMS):
@@ -245,7 +310,7 @@ def _commit(
     ops: ObjectOps,
     layout: Layout,
     *,
-    request: PublishRequest,
+    request: Request,
     attempt: str,
     number: int,
     staged: StagedShards,
@@ -259,16 +324,9 @@ def _commit(
     try:
         latest = _latest_committed(layout, below=number)  # what committed while this one staged
         parent = datasets.manifest(request.name, latest) if latest is not None else None
-        added_removed = datasets._diff(parent, request.all_ids, staged)
+        added_removed = datasets._diff(parent, staged)
         manifest = build_manifest(
-            request,
-            number,
-            parent,
-            shards=shards,
-            split_files=staged.split_files,
-            checks=checks,
-            added_removed=added_removed,
-            buckets=staged.buckets,
+            request, number, parent, staged=staged, checks=checks, added_removed=added_removed
         )
         body = manifest.to_json().encode()
         _copy_shards(ops, layout.staging(attempt), final, shards)

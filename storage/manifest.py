@@ -47,6 +47,9 @@ class Manifest:
     # split -> bucket count of its shards (``storage.shards.write_buckets``); a later version keeps
     # the count so unchanged buckets keep their files. Empty on versions written before buckets.
     buckets: dict[str, int] = field(default_factory=dict)
+    # per id range, the rows' count and hash sum (``storage.rowsums``): how a caller holding the next
+    # version's rows finds the few that changed without reading this one. None on older versions.
+    row_sums: dict[str, Any] | None = None
 
     @property
     def tag(self) -> str:
@@ -78,6 +81,7 @@ class Manifest:
             "checks": self.checks,
             "retraction": self.retraction,
             "buckets": self.buckets,
+            "row_sums": self.row_sums,
         }
         return json.dumps(body, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
 
@@ -105,6 +109,7 @@ class Manifest:
                 checks=dict(body.get("checks") or {}),
                 retraction=body.get("retraction"),
                 buckets={k: int(v) for k, v in (body.get("buckets") or {}).items()},
+                row_sums=body.get("row_sums"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ShardIntegrityError(f"{where} is not a valid ptfactory manifest: {exc}") from exc

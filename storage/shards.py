@@ -22,13 +22,18 @@ __all__ = [
     "PARQUET_OPTIONS",
     "ShardInfo",
     "bucket_count",
+    "bucket_files",
+    "bucket_fingerprint",
+    "bucket_index",
     "bucket_of",
     "copy_verified",
     "hash_file",
     "read_shard",
+    "row_hashes",
     "shard_name",
     "verify_shard",
     "write_buckets",
+    "write_part",
     "write_shards",
 ]
 
@@ -107,7 +112,7 @@ def write_shards(
             else table.slice(start, shard_rows)
         )
         name = shard_name(index, prefix)
-        sha, size = _write_part(part, store, store.path(directory, name))
+        sha, size = write_part(part, store, store.path(directory, name))
         return ShardInfo(name, sha, part.num_rows, size)
 
     if len(starts) == 1:
@@ -116,7 +121,8 @@ def write_shards(
         return list(pool.map(write_one, range(len(starts))))
 
 
-def _write_part(part: pa.Table, store: Store, path: str) -> tuple[str, int]:
+def write_part(part: pa.Table, store: Store, path: str) -> tuple[str, int]:
+    """Write one shard atomically; its sha256 and size, hashed on the way out."""
     with store.atomic_writer(path) as handle:
         writer = _HashingWriter(handle)
         pq.write_table(part, writer, **PARQUET_OPTIONS)
@@ -151,7 +157,7 @@ def bucket_of(ids: pa.Array | pa.ChunkedArray) -> np.ndarray[Any, np.dtype[np.ui
     return values
 
 
-def _row_hashes(table: pa.Table) -> np.ndarray[Any, np.dtype[np.uint64]] | None:
+def row_hashes(table: pa.Table) -> np.ndarray[Any, np.dtype[np.uint64]] | None:
     """A uint64 per row (polars ``hash_rows``, nested columns too); None for a column polars cannot
     hash: then no shard has a fingerprint and every one is written, as before buckets."""
     if not table.num_rows:
@@ -162,6 +168,27 @@ def _row_hashes(table: pa.Table) -> np.ndarray[Any, np.dtype[np.uint64]] | None:
         return frame.hash_rows().to_numpy()
     except (pl.exceptions.PolarsError, pa.ArrowException, TypeError, ValueError):
         return None
+
+
+def bucket_fingerprint(schema: pa.Schema, buckets: int, hashes: np.ndarray[Any, np.dtype[Any]]) -> str:
+    """What identifies a bucket's rows: its rows' hashes in shard order, with the schema and count."""
+    digest = hashlib.blake2b(f"{schema}|{buckets}".encode(), digest_size=16)
+    digest.update(np.ascontiguousarray(hashes, np.uint64).tobytes())
+    return digest.hexdigest()
+
+
+def bucket_index(ids: pa.Array | pa.ChunkedArray, buckets: int) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """The bucket (of ``buckets``) of each sample id: the k-th of equal ranges of its 32-bit key."""
+    return ((bucket_of(ids) * np.uint64(buckets)) >> np.uint64(32)).astype(np.int64)
+
+
+def bucket_files(ids: pa.Array | pa.ChunkedArray, files: list[str], buckets: int) -> list[str]:
+    """Of a split's bucketed shard ``files``, those of the buckets ``ids`` fall in (where they are)."""
+    if not files or not len(ids):
+        return []
+    prefix = files[0].rsplit("-", 1)[0]
+    wanted = {shard_name(int(k), prefix) for k in np.unique(bucket_index(ids, buckets))}
+    return [f for f in files if f in wanted]
 
 
 def write_buckets(
@@ -175,6 +202,7 @@ def write_buckets(
     previous: Mapping[str, ShardInfo] | None = None,
     place: Callable[[ShardInfo, str], None] | None = None,
     workers: int | None = None,
+    hashes: np.ndarray[Any, np.dtype[np.uint64]] | None = None,
 ) -> tuple[list[ShardInfo], dict[str, pa.Array]]:
     """Write ``table`` as one shard per non-empty bucket, rows in ``order`` within a bucket.
 
@@ -189,28 +217,18 @@ def write_buckets(
     shards written, their sample ids in row order.
     """
     order_np = order.to_numpy()
-    of_row = (
-        ((bucket_of(table.column("sample_id")) * np.uint64(buckets)) >> np.uint64(32)).astype(np.int64)[
-            order_np
-        ]
-        if table.num_rows
-        else order_np
-    )
+    of_row = bucket_index(table.column("sample_id"), buckets)[order_np] if table.num_rows else order_np
     rows_idx = order_np[np.argsort(of_row, kind="stable")]
     counts = np.bincount(of_row, minlength=buckets)
     starts = np.concatenate([[0], np.cumsum(counts)])
-    hashes = _row_hashes(table)
-    tag = hashlib.blake2b(f"{table.schema}|{buckets}".encode(), digest_size=16).digest()
+    if hashes is None:
+        hashes = row_hashes(table)
     wanted = [k for k in range(buckets) if counts[k]] or [0]
     old = previous or {}
 
     def one(bucket: int) -> tuple[ShardInfo, pa.Array | None]:
         idx = rows_idx[starts[bucket] : starts[bucket + 1]]
-        fingerprint = None
-        if hashes is not None:
-            digest = hashlib.blake2b(tag, digest_size=16)
-            digest.update(np.ascontiguousarray(hashes[idx]).tobytes())
-            fingerprint = digest.hexdigest()
+        fingerprint = bucket_fingerprint(table.schema, buckets, hashes[idx]) if hashes is not None else None
         name = shard_name(bucket, prefix)
         parent = old.get(name)
         path = store.path(directory, name)
@@ -225,7 +243,7 @@ def write_buckets(
                 name, parent.sha256, parent.rows, parent.bytes, fingerprint, parent.reused_from
             ), None
         part = table.take(pa.array(idx, pa.int64()))
-        sha, size = _write_part(part, store, path)
+        sha, size = write_part(part, store, path)
         return ShardInfo(name, sha, part.num_rows, size, fingerprint), part.column(
             "sample_id"
         ).combine_chunks()

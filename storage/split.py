@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["cluster_key", "cluster_leaks", "split_table"]
+__all__ = ["cluster_key", "cluster_leaks", "held_out", "split_table"]
 
 
 def cluster_key(row: dict[str, Any]) -> str:
@@ -32,11 +32,16 @@ def _validation(key: str, fraction: float, salt: str) -> bool:
     return int.from_bytes(digest, "big") / 2**64 < fraction
 
 
+def held_out(table: pa.Table, fraction: float = 0.1, salt: str = "ptf-split/1") -> pa.Array:
+    """True for each row whose cluster falls on the validation side (a row's side is its own:
+    the same row gets the same answer in any table)."""
+    rows = table.select([c for c in ("sample_id", "kind", "scores", "provenance") if c in table.column_names])
+    return pa.array([_validation(cluster_key(r), fraction, salt) for r in rows.to_pylist()], pa.bool_())
+
+
 def split_table(table: pa.Table, fraction: float = 0.1, salt: str = "ptf-split/1") -> dict[str, pa.Table]:
     """``{"train": ..., "validation": ...}``; ``validation`` is left out when no row falls there."""
-    rows = table.select([c for c in ("sample_id", "kind", "scores", "provenance") if c in table.column_names])
-    flags = [_validation(cluster_key(r), fraction, salt) for r in rows.to_pylist()]
-    mask = pa.array(flags, pa.bool_())
+    mask = held_out(table, fraction, salt)
     train, validation = table.filter(pc.invert(mask)), table.filter(mask)
     if train.num_rows == 0 or validation.num_rows == 0:
         return {"train": table}  # too few clusters to hold any out

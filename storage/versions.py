@@ -16,13 +16,11 @@ import os
 import posixpath
 import shutil
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from filelock import FileLock
 
 from ptfactory.errors import DatasetRefError, ShardIntegrityError
@@ -31,30 +29,25 @@ from ptfactory.storage.aliases import ALIASES_FILE, moved, swap
 from ptfactory.storage.audit import Audit, AuditFailed
 from ptfactory.storage.catalog import Catalog
 from ptfactory.storage.commit import publish_to_object_store
+from ptfactory.storage.delta import BaseMoved, DeltaRequest
 from ptfactory.storage.fs import Store
 from ptfactory.storage.manifest import MANIFEST_FILE, Manifest, render_card
 from ptfactory.storage.objectstore import object_ops
 from ptfactory.storage.refs import NAME_RE, VERSION_RE, parse_ref
+from ptfactory.storage.register import rows_added_removed, sample_index
 from ptfactory.storage.shards import ShardInfo, read_shard, verify_shard
 from ptfactory.storage.staging import (
     PublishRequest,
     PublishResult,
+    Request,
     StagedShards,
+    Stats,
     audit_staged,
     build_manifest,
     same_as,
-    write_splits,
 )
 
-__all__ = ["AuditFailed", "DatasetStore", "PublishResult", "parse_ref"]
-
-_EMPTY_INDEX = pa.table(
-    {
-        "sample_id": pa.array([], pa.string()),
-        "shard": pa.array([], pa.string()),
-        "row": pa.array([], pa.int64()),
-    }
-)
+__all__ = ["AuditFailed", "BaseMoved", "DatasetStore", "PublishResult", "parse_ref"]
 
 
 class DatasetStore:
@@ -179,7 +172,7 @@ class DatasetStore:
         shard_rows: int = 50_000,
         dagster_run_id: str | None = None,
         batches: list[str] | None = None,
-        stats: Mapping[str, Any] | None = None,
+        stats: Stats | None = None,
         force: bool = False,
         sort_by: str = "sample_id",
         audit: Audit | None = None,
@@ -219,39 +212,82 @@ class DatasetStore:
             retraction=retraction,
             reuse=reuse,
         )
+        return self._publish(request)
+
+    def publish_delta(
+        self,
+        name: str,
+        upserts: pa.Table | Mapping[str, pa.Table],
+        removed: Iterable[str] = (),
+        *,
+        kind: str,
+        config_hash: str,
+        base: int | None = None,
+        shard_rows: int = 50_000,
+        dagster_run_id: str | None = None,
+        batches: list[str] | None = None,
+        stats: Stats | None = None,
+        force: bool = False,
+        audit: Audit | None = None,
+        retraction: Mapping[str, Any] | None = None,
+    ) -> PublishResult:
+        """Publish the latest version changed by ``upserts`` (rows put in, by split; a row replaces any
+        row of its ``sample_id`` in any split) and ``removed`` (ids taken out): the work and the
+        audit cover the buckets the change falls in, not the version (``storage.delta``).
+
+        The result is exactly the version :meth:`publish` makes of the merged table (same shards,
+        sha256, stats). ``base``: the version the change was computed over; if another is latest by
+        then, :class:`BaseMoved` is raised and nothing published. ``batches`` None lists the batches
+        of the version's rows. No latest version: the upserts are published as the first.
+        """
+        request = DeltaRequest.prepare(
+            name,
+            upserts,
+            removed,
+            base=base,
+            kind=kind,
+            config_hash=config_hash,
+            shard_rows=shard_rows,
+            dagster_run_id=dagster_run_id,
+            batches=batches,
+            stats=stats,
+            force=force,
+            audit=audit,
+            retraction=retraction,
+        )
+        return self._publish(request)
+
+    def _publish(self, request: Request) -> PublishResult:
         if not self.store.local:
             return publish_to_object_store(self, request)
-        with self._lock(name):
+        with self._lock(request.name):
             return self._publish_local(request)
 
-    def _publish_local(self, request: PublishRequest) -> PublishResult:
+    def _publish_local(self, request: Request) -> PublishResult:
         name = request.name
         base = self.store.path(name)
         self._remove_stale_temps(base)
         existing = self.versions(name)
         version = (existing[-1] + 1) if existing else 1
         parent = self.manifest(name, existing[-1]) if existing else None
+        parent_dir = self.version_dir(name, parent.version) if parent is not None else None
         work = posixpath.join(base, f".tmp-v{version}-{uuid.uuid4().hex[:8]}")
         self.store.makedirs(work)
         try:
-            staged = write_splits(request, self.store, work, parent=parent, place=self._linker(parent))
-            shards, split_files = staged.shards, staged.split_files
-            if parent is not None and not request.force and same_as(parent, shards, request.config_hash):
+            staged = request.stage(
+                self.store, work, parent=parent, parent_dir=parent_dir, place=self._linker(parent)
+            )
+            if (
+                parent is not None
+                and not request.force
+                and same_as(parent, staged.shards, request.config_hash)
+            ):
                 self.store.remove(work, recursive=True)
                 return PublishResult(parent, self.version_dir(name, parent.version), created=False)
-            checks = audit_staged(
-                request, self.store, work, version=version, shards=shards, split_files=split_files
-            )
-            added_removed = self._diff(parent, request.all_ids, staged)
+            checks = audit_staged(request, self.store, work, version=version, staged=staged)
+            added_removed = self._diff(parent, staged)
             manifest = build_manifest(
-                request,
-                version,
-                parent,
-                shards=shards,
-                split_files=split_files,
-                checks=checks,
-                added_removed=added_removed,
-                buckets=staged.buckets,
+                request, version, parent, staged=staged, checks=checks, added_removed=added_removed
             )
             self.store.write_bytes_atomic(posixpath.join(work, "README.md"), render_card(manifest).encode())
             self.store.write_bytes_atomic(posixpath.join(work, MANIFEST_FILE), manifest.to_json().encode())
@@ -284,53 +320,15 @@ class DatasetStore:
             if entry.startswith(".tmp-"):
                 self.store.remove(posixpath.join(base, entry), recursive=True)
 
-    def _diff(
-        self, parent: Manifest | None, ids: pa.ChunkedArray, staged: StagedShards | None = None
-    ) -> tuple[int, int]:
-        """Rows added and removed against ``parent``. A shard reused from it holds the same ids, and
-        an id always falls in the same bucket, so only the shards rewritten (or gone) are compared."""
-        if parent is None:
-            return len(ids), 0
-        directory = self.version_dir(parent.name, parent.version)  # the manifest is in hand: no resolve
-        old_shards = {s.file: s for s in parent.shards}
-        if staged is not None and parent.buckets == staged.buckets:
-            reused = {s.file for s in staged.shards if s.reused_from is not None}
-            if all(
-                s.file in old_shards and old_shards[s.file].sha256 == s.sha256
-                for s in staged.shards
-                if s.file in reused
-            ):
-                old_shards = {f: s for f, s in old_shards.items() if f not in reused}
-                ids = pa.chunked_array(list(staged.ids.values()), pa.string())
-        parts = [read_shard(self.store, directory, shard, ["sample_id"]) for shard in old_shards.values()]
-        old = pa.chunked_array([p.column("sample_id").combine_chunks() for p in parts], pa.string())
-        added = int(pc.sum(pc.invert(pc.is_in(ids, value_set=old.combine_chunks()))).as_py() or 0)
-        removed = int(pc.sum(pc.invert(pc.is_in(old, value_set=ids.combine_chunks()))).as_py() or 0)
-        return added, removed
+    def _diff(self, parent: Manifest | None, staged: StagedShards) -> tuple[int, int]:
+        return rows_added_removed(self.store, parent, staged, self._dir_of(parent))
 
     def _register(self, manifest: Manifest, path: str, staged: StagedShards | None = None) -> None:
-        """Catalog rows for a version: a sample row per row of each shard it wrote (``staged.ids``
-        saves reading them back), and a reference for each shard reused from an earlier version."""
-        parts = []
-        refs: list[tuple[str, int]] = []
-        for shard in manifest.shards:
-            if shard.reused_from is not None:
-                refs.append((shard.file, shard.reused_from))
-                continue
-            column = staged.ids.get(shard.file) if staged is not None else None
-            if column is None:
-                column = read_shard(self.store, path, shard, ["sample_id"]).column("sample_id")
-            parts.append(
-                pa.table(
-                    {
-                        "sample_id": column,
-                        "shard": pa.repeat(pa.scalar(shard.file, pa.string()), shard.rows),
-                        "row": pa.array(np.arange(shard.rows, dtype=np.int64)),
-                    }
-                )
-            )
-        index = pa.concat_tables(parts) if parts else _EMPTY_INDEX
+        index, refs = sample_index(self.store, manifest, path, staged)
         self.catalog.register(manifest, path, index, refs)
+
+    def _dir_of(self, parent: Manifest | None) -> str | None:
+        return self.version_dir(parent.name, parent.version) if parent is not None else None
 
     # ---- aliases and catalog ---------------------------------------------------------------
 

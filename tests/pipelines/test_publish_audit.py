@@ -18,7 +18,7 @@ from ptfactory.pipelines.annotate import _failed
 from ptfactory.storage.assetstore import AssetStore
 from ptfactory.storage.audit import checks_metadata
 from ptfactory.storage.retract import retract
-from ptfactory.storage.split import split_table
+from ptfactory.storage.split import held_out, split_table
 from ptfactory.storage.versions import AuditFailed, DatasetStore
 from tests.filters.test_leaks import QUESTIONS, _table
 
@@ -124,3 +124,87 @@ def test_curation_never_brings_retracted_rows_back(home: Path, tmp_path: Path, t
     assert (latest.version, latest.batches, latest.rows) == (3, ["b1", "b3"], 4 + b3.num_rows)
     meta = result.asset_materializations_for_node("sft_dataset")[0].metadata
     assert "| retracted | 3 |" in meta["left_out"].value
+
+
+def _rebatched(table: pa.Table, index: int, batch: str) -> pa.Table:
+    """The same rows with one row's ``batch`` changed: a row whose curated content a label changed."""
+    values = table.column("batch").to_pylist()
+    values[index] = batch
+    position = table.schema.get_field_index("batch")
+    return table.set_column(position, table.schema.field(position), pa.array(values, pa.string()))
+
+
+def test_a_new_label_publishes_and_audits_only_the_change(
+    home: Path, tmp_path: Path, tiny_model: Path
+) -> None:
+    config = tmp_path / "factory.yaml"
+    config.write_text(
+        f"engines:\n  generator: {{model: {tiny_model}}}\n"
+        "dedup: {threshold: 0.7}\ndatasets: {validation_fraction: 0.5}\nstorage: {shard_rows: 2}\n"
+    )
+    rows = _table(list(QUESTIONS.values()), "b1")
+    assets, store = AssetStore(str(home)), DatasetStore(str(home))
+    assets.write("curated_samples", rows)
+    assert _materialize(home, config).success
+    v1 = store.resolve("sft@v1")
+    assert set(v1.splits) == {"train", "validation"} and len(v1.shards) > 4
+
+    # a label changed one row: only its bucket is rewritten, and each check looked at that row
+    changed = _rebatched(rows, 3, "b2")
+    assets.write("curated_samples", changed)
+    result = _materialize(home, config)
+    assert result.success, _failed(result)
+    meta = result.asset_materializations_for_node("sft_dataset")[0].metadata
+    assert meta["publish"].value.startswith("delta: 1 row(s) in, 0 out")
+    v2 = store.resolve("sft@latest")
+    assert v2.version == 2 and [s.reused_from for s in v2.shards].count(None) == 1
+    assert all(c["passed"] for c in v2.checks.values())
+    assert {
+        n: v2.checks[n]["detail"].get("checked_rows") for n in ("no_split_leak", "chat_template_renders")
+    } == {
+        "no_split_leak": 1,
+        "chat_template_renders": 1,
+    }
+    sides = {s: set(store.read("sft@v1", split=s).column("sample_id").to_pylist()) for s in v1.splits}
+    assert {s: set(store.read("sft@v2", split=s).column("sample_id").to_pylist()) for s in v2.splits} == sides
+    assert (
+        v2.stats["rows_per_batch"] == {"b1": 9, "b2": 1}
+        and v2.stats["split_rows"] == v2.stats["rows_per_split"]
+    )
+
+    # a new row that near-copies a held-out row and lands in train: the held-out row moves to train
+    held = store.read("sft@v2", split="validation")
+    text = held.column("messages")[0].as_py()[0]["content"]
+    copy = next(
+        t
+        for t in (
+            _table([f"{text}| {word}"], "b3") for word in ("Thanks", "Please", "Cheers", "Bye", "Ok", "Yes")
+        )
+        if not held_out(t, 0.5)[0].as_py()  # its own side: train
+    )
+    assets.write("curated_samples", pa.concat_tables([changed, copy]))
+    result = _materialize(home, config)
+    assert result.success, _failed(result)
+    v3 = store.resolve("sft@latest")
+    assert v3.stats["moved_to_train"] == 1 and v3.checks["no_split_leak"]["passed"]
+    assert (
+        held.column("sample_id")[0].as_py()
+        in store.read("sft@v3", split="train").column("sample_id").to_pylist()
+    )
+
+    # the staged check itself refuses a change that leaks: the copy put on the train side as it is
+    factory = FactoryResource(home=str(home), config_path=str(config))
+    held = store.read("sft@v3", split="validation")
+    text = held.column("messages")[0].as_py()[0]["content"]
+    with pytest.raises(AuditFailed, match="no_split_leak") as refused:
+        store.publish_delta(
+            "sft",
+            {"train": _table([f"{text}| Thanks"], "b4")},
+            base=3,
+            kind="sft",
+            config_hash=v3.config_hash,
+            shard_rows=2,
+            audit=publish_audit(factory),
+        )
+    assert refused.value.failed[0].rows == (held.column("sample_id")[0].as_py(),)
+    assert store.versions("sft") == [1, 2, 3]

@@ -201,6 +201,58 @@ def test_two_publishers_racing_for_each_version_get_one_each(s3_home: str, tmp_p
     assert len(keys(s3_home, "datasets/race/.claims/")) == 2 * rounds
 
 
+def _delta_worker(home: str, state: str, worker: int, rounds: int, barriers: str) -> None:
+    os.chdir(state)
+    from ptfactory.storage.commit import SEAM_ENV
+    from ptfactory.storage.versions import DatasetStore
+    from tests.conftest import make_rows
+
+    store = DatasetStore(home)
+    versions = []
+    for round_ in range(rounds):
+        os.environ[SEAM_ENV] = json.dumps({"point": "staged", "dir": f"{barriers}/{round_}", "parties": 2})
+        rows = make_rows(2, batch=f"w{worker}", start=10_000 + (round_ * 2 + worker) * 10)
+        made = store.publish_delta("race", rows, kind="sft", config_hash="c", shard_rows=3)
+        versions.append(made.manifest.version)
+    Path(state, "versions.json").write_text(json.dumps(versions))
+
+
+def test_two_changes_racing_over_one_version_both_land(s3_home: str, tmp_path: Path) -> None:
+    """Delta publishes race like whole ones (a barrier after staging, both claim the same number),
+    and a change is over its base: the loser of a claim waits for the winner's commit and stages
+    again on top of it, so no change is lost and every version is whole."""
+    store = DatasetStore()
+    base = make_rows(12, batch="base")
+    store.publish("race", base, kind="sft", config_hash="c", shard_rows=3)
+    rounds = 4
+    children = []
+    for worker in (0, 1):
+        state = tmp_path / f"machine-{worker}"
+        state.mkdir()
+        args = (s3_home, str(state), worker, rounds, str(tmp_path / "barriers"))
+        children.append(_SPAWN.Process(target=_delta_worker, args=args))
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(150)
+        assert child.exitcode == 0
+    got = sorted(
+        v for w in (0, 1) for v in json.loads((tmp_path / f"machine-{w}" / "versions.json").read_text())
+    )
+    assert got == list(range(2, 2 * rounds + 2))  # one version each, none shared
+    committed = _assert_committed_versions_whole(s3_home, "race")
+    expected = _ids(base)
+    for version in range(2, 2 * rounds + 2):
+        manifest, ids = committed[version]
+        assert manifest.parent == version - 1 and (manifest.rows_added, manifest.rows_removed) == (2, 0)
+        assert ids > committed[version - 1][1]  # on top of the version before: nothing lost
+    for round_ in range(rounds):
+        for worker in (0, 1):
+            expected |= _ids(make_rows(2, start=10_000 + (round_ * 2 + worker) * 10))
+    assert committed[2 * rounds + 1][1] == expected
+    assert not keys(s3_home, "datasets/race/.staging")
+
+
 def _publish_child(home: str, state: str, seam: str, tag: int) -> None:
     os.chdir(state)
     os.environ["PTF_HOME"] = home
