@@ -24,7 +24,6 @@ from ptfactory.assets.common import check_specs, counts_md, engine_metadata, pre
 from ptfactory.assets.partitions import batch_partitions
 from ptfactory.assets.resources import FactoryResource
 from ptfactory.generators.agent.record import complete_record, trajectory_table
-from ptfactory.generators.agent.settings import AgentSection
 from ptfactory.generators.agent.tasks import AgentTask, read_tasks
 from ptfactory.home import project_root
 from ptfactory.storage.schema import empty_table
@@ -60,14 +59,6 @@ def agent_tasks(factory: FactoryResource) -> dg.MaterializeResult:  # type: igno
     )
 
 
-def _policy(settings: AgentSection) -> Any:
-    from ptfactory.filters.execution.commands import DEFAULT_DENY, CommandPolicy
-
-    if settings.policy == "allow":
-        return CommandPolicy("allow", tuple(settings.commands))
-    return CommandPolicy("deny", (*DEFAULT_DENY, *settings.commands))
-
-
 def _rollouts(
     factory: FactoryResource, tasks: list[AgentTask], batch: str
 ) -> tuple[list[dict[str, Any]], Any]:
@@ -81,7 +72,7 @@ def _rollouts(
     sandbox = open_sandbox(
         sandbox_settings.limits(), settings.workers or sandbox_settings.workers, sandbox_settings.backend
     )
-    pool = EpisodePool(sandbox, _policy(settings))
+    pool = EpisodePool(sandbox, settings.command_policy())
     config = RolloutConfig(
         rollouts=settings.rollouts,
         temperature=settings.temperature,

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from ptfactory.filters.execution.commands import DEFAULT_DENY, CommandPolicy
 from ptfactory.section import Section
 
 __all__ = ["AgentSection"]
@@ -32,3 +33,8 @@ class AgentSection(Section):
     replay_sample: float = Field(
         1.0, ge=0, le=1, description="share of each batch's trajectories re-executed in fresh sandboxes"
     )
+
+    def command_policy(self) -> CommandPolicy:
+        if self.policy == "allow":
+            return CommandPolicy("allow", tuple(self.commands))
+        return CommandPolicy("deny", (*DEFAULT_DENY, *self.commands))

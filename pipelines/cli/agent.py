@@ -55,7 +55,7 @@ def agent_run(
     out: Annotated[Path, typer.Option("--out", help="trajectory Parquet file to write")],
     rollouts: Annotated[int, typer.Option("--rollouts", min=1, help="episodes per task")] = 1,
     config: Annotated[
-        Path, typer.Option("--config", help="factory.yaml (engines.generator, sandbox)")
+        Path, typer.Option("--config", help="factory.yaml (engines.generator, sandbox, agent.policy)")
     ] = Path("factory.yaml"),
     max_steps: Annotated[int | None, typer.Option(min=1, help="cap every task's step budget")] = None,
     max_tokens: Annotated[int, typer.Option(min=1, help="tokens per reply")] = 256,
@@ -76,6 +76,7 @@ def agent_run(
     Example: `ptf agent run demo/agent/tasks.jsonl --out trajectories.parquet --rollouts 2`
     """
     from ptfactory.assets.resources import FactoryResource
+    from ptfactory.config import load_config
     from ptfactory.generators.agent.record import write_trajectories
     from ptfactory.generators.agent.rollout import RolloutConfig, run_rollouts
     from ptfactory.generators.agent.tasks import read_tasks
@@ -84,7 +85,10 @@ def agent_run(
     if target.exists() and not force:
         raise UserInputError(f"{target} exists; pass --force to replace it")
     loaded = read_tasks(source)
-    policy = _policy(allow, deny)
+    # no --allow/--deny: factory.yaml's agent policy (by default the built-in deny-list)
+    policy = (
+        _policy(allow, deny) if allow or deny else load_config(config_path(config)).agent.command_policy()
+    )
     engine = FactoryResource(config_path=str(config_path(config))).engine("generator")
     pool = _pool(config, workers, policy)
     started = time.perf_counter()

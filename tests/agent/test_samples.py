@@ -108,3 +108,15 @@ def test_solution_field_is_checked() -> None:
         parse_task("t.jsonl:1", {**row, "solution": [{"name": "curl", "arguments": {}}]})
     with pytest.raises(SeedError, match="field 'solution' is not a list of calls"):
         parse_task("t.jsonl:1", {**row, "solution": "ls"})
+
+
+def test_agent_section_of_factory_yaml() -> None:
+    from ptfactory.config import parse_config
+    from ptfactory.errors import ConfigError
+
+    config = parse_config({"agent": {"tasks": ["t.jsonl"], "policy": "allow", "commands": ["ls", "cat"]}})
+    assert config.agent.command_policy().rules == ("ls", "cat")
+    assert config.agent.command_policy().check_script("curl x") != ""  # not allowed
+    assert "pip* install" in parse_config({}).agent.command_policy().rules  # the built-in deny-list
+    with pytest.raises(ConfigError, match="replay_sample"):
+        parse_config({"agent": {"replay_sample": 2}})
