@@ -71,99 +71,76 @@ def _chat(tokens: int) -> int:
 
 def estimate_run(config: FactoryConfig, tasks: list[SeedTask]) -> list[Estimate]:
     """One line per stage and part, in the order a run spends them."""
-    gen, generator = config.generation, config.engines.generator
-    sft = [t for t in tasks if t.kind == "sft"]
-    code = [t for t in tasks if t.kind == "code"]
-    pool = sft or tasks
-    lines: list[Estimate] = []
-
-    # candidate_instructions: texts known from the seeds, rendered into the real templates
-    si = gen.self_instruct.count if pool else 0
-    k = min(gen.self_instruct.examples, len(pool)) if pool else 0
-    prompts = 0
-    for i in range(si):  # each prompt shows k seed tasks (sampled in a run; here in turn)
-        shown = [pool[(i * k + j) % len(pool)].prompt for j in range(k)]
-        prompts += _chat(_rendered("self_instruct", examples=shown))
-    lines.append(
-        _line(
-            ("candidate_instructions", "self-instruct"),
-            generator,
-            si,
-            prompts,
-            si * gen.instructions.max_tokens,
-        )
-    )
-    evolved = sft[: gen.evol_instruct.count]
-    ops = gen.evol_instruct.operations
-    prompts = sum(
-        _chat(_rendered(f"evol_{ops[i % len(ops)]}", instruction=t.prompt)) for i, t in enumerate(evolved)
-    )
-    lines.append(
-        _line(
-            ("candidate_instructions", "evol-instruct"),
-            generator,
-            len(evolved),
-            prompts,
-            len(evolved) * gen.instructions.max_tokens,
-        )
-    )
-    problems = gen.code.count if code else 0
-    prompts = sum(
-        _chat(
-            _rendered(
-                "code_problem", prompt=code[i % len(code)].prompt, tests=code[i % len(code)].tests or ""
-            )
-        )
-        for i in range(problems)
-    )
-    lines.append(
-        _line(
-            ("candidate_instructions", "code problems"),
-            generator,
-            problems,
-            prompts,
-            problems * gen.code_problems.max_tokens,
-        )
-    )
-
+    gen = config.generation
+    lines, new_sft, new_code = _instructions(config, tasks)
     # candidate_responses: every instruction (the seeds' and the new ones) answered n times
     seeds = tasks if gen.include_seeds else []
-    wrap = _rendered("respond_code", prompt="")
-    sft_prompts = [estimate_tokens(t.prompt) for t in seeds if t.kind == "sft"]
-    sft_prompts += [gen.instructions.max_tokens] * (si + len(evolved))
+    wrap = _rendered("respond_code", prompt="")  # a code prompt is asked inside this template
+    sft_prompts = [estimate_tokens(t.prompt) for t in seeds if t.kind == "sft"] + new_sft
     code_prompts = [wrap + estimate_tokens(t.prompt) for t in seeds if t.kind == "code"]
-    code_prompts += [wrap + gen.code_problems.max_tokens] * problems
+    code_prompts += [wrap + p for p in new_code]
     n, answer = gen.responses.n, gen.responses.max_tokens
-    asked = len(sft_prompts) + len(code_prompts)
-    lines.append(
-        _line(
-            ("candidate_responses", f"responses (n={n})"),
-            generator,
-            asked,
-            sum(map(_chat, sft_prompts + code_prompts)),
-            asked * n * answer,
-        )
-    )
+    asked = sft_prompts + code_prompts
+    prompt = sum(map(_chat, asked))
+    where = ("candidate_responses", f"responses (n={n})")
+    lines.append(_line(where, config.engines.generator, len(asked), prompt, len(asked) * n * answer))
 
     # each answer row: (its prompt's tokens, its answer's tokens, kind); references are the seeds'
     rows = [(p, answer, "sft") for p in sft_prompts for _ in range(n)]
     rows += [(p, answer, "code") for p in code_prompts for _ in range(n)]
     references = [t for t in seeds if t.response is not None]
-    rows += [
-        (
-            (wrap if t.kind == "code" else 0) + estimate_tokens(t.prompt),
-            estimate_tokens(t.response or ""),
-            t.kind,
+    for t in references:
+        rows.append(
+            (
+                (wrap if t.kind == "code" else 0) + estimate_tokens(t.prompt),
+                estimate_tokens(t.response or ""),
+                t.kind,
+            )
         )
-        for t in references
-    ]
     lines += _difficulty(config, rows, {"sft": sft_prompts, "code": code_prompts})
     # the pairwise candidates: sft instructions with two answers or more (n >= 2, or a reference)
     referenced = [estimate_tokens(t.prompt) for t in references if t.kind == "sft"]
     pairs = sft_prompts if n >= 2 else referenced if n == 1 else []
-    longest = max([answer, *(a for _, a, _ in rows)]) if rows else answer
+    longest = max([answer, *(a for _, a, _ in rows)])
     lines += _judges(config, rows, [p + 2 * longest for p in pairs])
     return lines
+
+
+def _instructions(
+    config: FactoryConfig, tasks: list[SeedTask]
+) -> tuple[list[Estimate], list[int], list[int]]:
+    """candidate_instructions, from the seeds' texts in the real templates; and the new sft and code
+    instructions' tokens (each at its max_tokens)."""
+    gen, generator = config.generation, config.engines.generator
+    sft = [t for t in tasks if t.kind == "sft"]
+    code = [t for t in tasks if t.kind == "code"]
+    pool = sft or tasks
+    asked = gen.self_instruct.count if pool else 0
+    k = min(gen.self_instruct.examples, len(pool))
+    # each prompt shows k seed tasks (sampled in a run; here in turn)
+    shown = [[pool[(i * k + j) % len(pool)].prompt for j in range(k)] for i in range(asked)]
+    prompt = sum(_chat(_rendered("self_instruct", examples=e)) for e in shown)
+    most = gen.instructions.max_tokens
+    lines = [_line(("candidate_instructions", "self-instruct"), generator, asked, prompt, asked * most)]
+    evolved = sft[: gen.evol_instruct.count]
+    ops = gen.evol_instruct.operations
+    prompt = sum(
+        _chat(_rendered(f"evol_{ops[i % len(ops)]}", instruction=t.prompt)) for i, t in enumerate(evolved)
+    )
+    lines.append(
+        _line(
+            ("candidate_instructions", "evol-instruct"), generator, len(evolved), prompt, len(evolved) * most
+        )
+    )
+    chosen = [code[i % len(code)] for i in range(gen.code.count)] if code else []
+    prompt = sum(_chat(_rendered("code_problem", prompt=t.prompt, tests=t.tests or "")) for t in chosen)
+    longest = gen.code_problems.max_tokens
+    lines.append(
+        _line(
+            ("candidate_instructions", "code problems"), generator, len(chosen), prompt, len(chosen) * longest
+        )
+    )
+    return lines, [most] * (asked + len(evolved)), [longest] * len(chosen)
 
 
 def _difficulty(
