@@ -11,19 +11,23 @@ templates rendered around those texts. Dollars are each engine's tokens at its
 Stages: instructions (self-instruct, evol-instruct, code problems), responses, difficulty (the
 student's attempts for pass-rate rows, IFD scoring: two scored requests a row), judges (one
 request a row per LLM judge: a decoded JSON vote, probability or likelihood scoring; and the
-pairwise comparisons of each instruction's best and worst answer, both orders). Agent rollouts
-are not stages of ``ptf run`` yet, so they are not counted.
+pairwise comparisons of each instruction's best and worst answer, both orders), and agent
+rollouts where factory.yaml's ``agent.tasks`` names task files (every episode to its step budget).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from ptfactory.annotators.judges.llm import TEMPLATES as JUDGE_TEMPLATES
 from ptfactory.config import FactoryConfig, JudgeSpec
 from ptfactory.engines.budget import MESSAGE_TOKENS, estimate_tokens
 from ptfactory.engines.spec import EngineSpec
+from ptfactory.generators.agent.policy import system_prompt
+from ptfactory.generators.agent.tasks import read_tasks
 from ptfactory.generators.prompts import template
 from ptfactory.generators.seeds import SeedTask
 
@@ -69,10 +73,12 @@ def _chat(tokens: int) -> int:
     return tokens + MESSAGE_TOKENS
 
 
-def estimate_run(config: FactoryConfig, tasks: list[SeedTask]) -> list[Estimate]:
-    """One line per stage and part, in the order a run spends them."""
+def estimate_run(config: FactoryConfig, tasks: list[SeedTask], root: Path = Path()) -> list[Estimate]:
+    """One line per stage and part, in the order a run spends them (``root``: factory.yaml's folder,
+    where relative agent task files are)."""
     gen = config.generation
     lines, new_sft, new_code = _instructions(config, tasks)
+    lines += _agent(config, root)
     # candidate_responses: every instruction (the seeds' and the new ones) answered n times
     seeds = tasks if gen.include_seeds else []
     wrap = _rendered("respond_code", prompt="")  # a code prompt is asked inside this template
@@ -220,6 +226,32 @@ def _judges(config: FactoryConfig, rows: list[tuple[int, int, str]], pairs: list
                 )
             )
     return lines
+
+
+_TOOL_OUTPUT_CHARS = 1500  # of a tool's output an agent sees (generators/agent/rollout.py)
+
+
+def _agent(config: FactoryConfig, root: Path) -> list[Estimate]:
+    """Agent rollouts: per task, ``agent.rollouts`` episodes of up to its step budget. The first
+    step is one request (every episode's conversation is the same, asked with n = rollouts); each
+    later one a request per episode, its prompt grown by every earlier reply (at max_tokens) and
+    tool output (at most 1,500 characters shown)."""
+    settings = getattr(config, "agent", None)  # the section the agent stages read, where it exists
+    if settings is None or not settings.tasks:
+        return []
+    requests = prompt = completion = 0
+    rollouts, most = settings.rollouts, settings.max_tokens
+    turn = most + estimate_tokens("x" * _TOOL_OUTPUT_CHARS) + 2 * MESSAGE_TOKENS
+    for name in settings.tasks:
+        for task in read_tasks(path if (path := Path(name)).is_absolute() else root / path):
+            steps = min(settings.max_steps or task.max_steps, task.max_steps)
+            system = system_prompt(task) + json.dumps(task.tools)
+            base = estimate_tokens([{"content": system}, {"content": task.instruction}])
+            requests += 1 + (steps - 1) * rollouts
+            prompt += base + sum(rollouts * (base + step * turn) for step in range(1, steps))
+            completion += rollouts * steps * most
+    where = ("agent_trajectories", f"rollouts (n={rollouts})")
+    return [_line(where, config.engines.generator, requests, prompt, completion)]
 
 
 def over_budget(lines: list[Estimate], limits: dict[str, float]) -> str | None:

@@ -107,7 +107,7 @@ def _dry_run(seeds: Path, config: Path, limits: dict[str, Any], as_json: bool) -
 
     settings = load_config(config)
     tasks = read_seeds(seeds, settings.seeds.max_field_chars)
-    lines = estimate_run(settings, tasks)
+    lines = estimate_run(settings, tasks, config.parent)
     budget = effective_budget(settings.budget, json.dumps(limits) if limits else None).limits()
     verdict = over_budget(lines, budget)
     total = {
