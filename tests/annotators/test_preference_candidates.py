@@ -8,7 +8,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ptfactory.annotators.judges import LLMJudge
 from ptfactory.annotators.judges.pairwise import preference_candidates
@@ -16,6 +19,7 @@ from ptfactory.annotators.labelstudio.tasks import queue_of, to_task
 from ptfactory.annotators.routing import RoutingConfig, route
 from ptfactory.engines.base import Completion, Conversation, Engine, Prompt, SamplingParams
 from ptfactory.storage.schema import from_records, sample_id
+from tests.annotators.test_llm_votes import _FAMILIES, _bundled_judge
 
 
 @dataclass
@@ -118,3 +122,40 @@ def test_no_pair_without_a_wide_enough_gap() -> None:
     assert preference_candidates(ROWS[2:4], [fair], margin=2.0).rows == []
     tied = [_answer("p9", "GOOD", 5.0), _answer("p9", "same score", 5.0)]
     assert preference_candidates(tied, [fair], margin=0.0).rows == []
+
+
+@pytest.mark.slow
+@_FAMILIES
+def test_real_judges_compare_real_pairs_in_both_orders(model: str, style: str, smollm2: Path) -> None:
+    """The bundled models through the real engine: every candidate gets one pairwise vote per judge,
+    read from the letters' probabilities in both orders (a verdict, or an abstention on a flip)."""
+    judge, pairs = _bundled_judge(model, style, "likelihood")
+    rows = []
+    for i, row in enumerate(pairs):
+        # good answers scored 8, bad ones 3: each question's two answers are a candidate
+        parent = str(row["messages"][0]["content"])  # type: ignore[index]
+        rows.append(
+            {
+                **row,
+                "batch": "b",
+                "provenance": {"parent_id": parent},
+                "decisions": [],
+                "scores": {"judge_mean": 8.0 if i % 2 == 0 else 3.0},
+            }
+        )
+    report = preference_candidates(rows, [judge], margin=2.0)
+    assert len(report.rows) == len(pairs) // 2
+    consistency = report.consistency[judge.name]
+    assert consistency is not None and 0.0 <= consistency <= 1.0
+    for row in report.rows:
+        (vote,) = row["scores"]["judges"]
+        assert vote["method"] == "pairwise" and vote["verdict"] in ("A", "B", "abstain")
+        if vote["verdict"] == "abstain":
+            assert vote["score"] is None and "flipped" in vote["rationale"]
+        else:
+            assert 1.0 <= vote["score"] <= 10.0 and 0.0 <= vote["confidence"] <= 1.0
+            assert (vote["verdict"] == "A") == (vote["score"] > 5.5)
+    decided = sum(r["scores"]["judges"][0]["verdict"] != "abstain" for r in report.rows)
+    assert decided == round(consistency * len(report.rows))
+    routed, _ = route(from_records(report.rows), RoutingConfig(audit_rate=0.0))
+    assert routed.num_rows == len(report.rows)

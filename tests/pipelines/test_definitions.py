@@ -1,11 +1,15 @@
 """The Dagster graph, materialized in-process against a real (ephemeral) instance."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pyarrow as pa
 
+from ptfactory.annotators.labelstudio.ledger import Event, Ledger
+from ptfactory.annotators.labelstudio.tasks import queue_of
 from ptfactory.assets.annotation import curated_samples, human_labels
 from ptfactory.assets.datasets import preference_dataset, sft_dataset
 from ptfactory.assets.dedup import deduplicated_samples
@@ -17,7 +21,7 @@ from ptfactory.assets.scoring import difficulty_scored, routed_samples
 from ptfactory.assets.seeds import seed_tasks
 from ptfactory.pipelines.definitions import defs
 from ptfactory.storage.assetstore import AssetStore
-from ptfactory.storage.schema import dropped_mask
+from ptfactory.storage.schema import awaiting_review, dropped_mask
 from ptfactory.storage.seedstore import SeedStore
 from ptfactory.storage.versions import DatasetStore
 
@@ -36,23 +40,47 @@ def _stage(home: Path, batch: str, rows: list[dict[str, str]], tmp_path: Path) -
     SeedStore(str(home)).stage([path], batch)
 
 
-GRAPH = [
-    seed_tasks,
-    candidate_instructions,
-    candidate_responses,
-    deduplicated_samples,
-    execution_validated,
-    difficulty_scored,
-    judged_samples,
-    routed_samples,
-    human_labels,
-    curated_samples,
-    sft_dataset,
-    preference_dataset,
-]
+REVIEW = [seed_tasks, candidate_instructions, candidate_responses, deduplicated_samples]
+REVIEW += [execution_validated, difficulty_scored, judged_samples, routed_samples]
+CURATION = [human_labels, curated_samples, sft_dataset, preference_dataset]
 
 
-def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path, tiny_model: Path) -> None:
+def _label(
+    home: Path, routed: pa.Table, decide: Callable[[dict[str, Any]], list[dict[str, Any]]]
+) -> list[str]:
+    """An expert's label for every row routed to review, appended to the label log the way
+    ``ptf annotate pull`` appends it (Label Studio itself: tests/integration/test_labelstudio.py)."""
+    ledger = Ledger(home / "annotation" / "ledger.sqlite")
+    rows = [r for r in routed.to_pylist() if awaiting_review(r["decisions"])]
+    start = ledger.last_seq() + 1
+    events = [
+        Event(
+            "created",
+            start + i,
+            start + i,
+            1,
+            queue_of(row),
+            row["sample_id"],
+            "expert@x",
+            decide(row),
+            False,
+            None,
+            f"t{start + i}",
+            2.0,
+        )
+        for i, row in enumerate(rows)
+    ]
+    ledger.commit_page(1, events, None)
+    return [r["sample_id"] for r in rows]
+
+
+def _choice(name: str, value: str) -> list[dict[str, Any]]:
+    return [{"from_name": name, "type": "choices", "value": {"choices": [value]}}]
+
+
+def test_two_batches_reviewed_and_published_as_cumulative_versions(
+    home: Path, tmp_path: Path, tiny_model: Path
+) -> None:
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("batch", ["b1", "b2"])
     code = {
@@ -67,31 +95,30 @@ def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path, tin
         home, "b2", [{"instruction": "c?", "response": "C"}, {"instruction": "a?", "response": "A"}], tmp_path
     )
     config = tmp_path / "factory.yaml"
-    # no new instructions, one-token answers: this test is about batches and versions
+    # no new instructions, one-token answers: this test is about review, batches and versions. The
+    # default panel judges; no score reaches 10 and none is at or under 1, so every scored row goes
+    # to an expert (routing's own bands: tests/annotators/test_routing.py)
     config.write_text(
         f"engines:\n  generator: {{model: {tiny_model}}}\n"
         "generation: {self_instruct: {count: 0}, evol_instruct: {count: 0}, code: {count: 0},"
         " responses: {max_tokens: 1, temperature: 0}}\n"
         "difficulty: {k: 2, max_tokens: 16, ifd_max: 1000}\n"
-        "routing: {accept_at: 1, max_spread: 9, reject_at: 1, audit_rate: 0}\n"
+        "routing: {accept_at: 10, max_spread: 9, reject_at: 1, audit_rate: 0}\n"
     )
     resources = {
         "factory": FactoryResource(home=str(home), config_path=str(config)),
         "samples_io": SampleIOManager(home=str(home)),
     }
+    store = AssetStore(str(home))
 
-    first = dg.materialize(GRAPH, instance=instance, partition_key="b1", resources=resources)
+    first = dg.materialize(REVIEW, instance=instance, partition_key="b1", resources=resources)
     assert first.success
-    meta = first.asset_materializations_for_node("sft_dataset")[0].metadata
-    assert meta["version"].value == "sft@v1"
-    validated = AssetStore(str(home)).read("execution_validated", "b1")
-    scored = AssetStore(str(home)).read("difficulty_scored", "b1")
-    kept = scored.filter(pa.compute.invert(dropped_mask(scored)))
-    assert meta["dagster/row_count"].value == kept.num_rows  # the rows difficulty kept: references
+    validated = store.read("execution_validated", "b1")
     code_rows = [r for r in validated.to_pylist() if r["kind"] == "code"]
     reference = next(r for r in code_rows if r["provenance"]["method"] == "reference")
     assert reference["scores"]["execution"]["status"] == "passed"
     assert reference["decisions"][-1]["reason"] == "tests_passed"
+    scored = store.read("difficulty_scored", "b1")
     sampled = {r["sample_id"] for r in code_rows if r["provenance"]["method"] == "response"}
     # a one-token answer is dropped: as empty, or by difficulty (truncated, or failing its tests)
     trails = {r["sample_id"]: r["decisions"] for r in scored.to_pylist()}
@@ -100,19 +127,45 @@ def test_two_batches_publish_cumulative_versions(home: Path, tmp_path: Path, tin
     assert {
         "seed_tasks_schema_valid",
         "candidate_responses_unique_ids",
-        "sft_dataset_shards_verified",
+        "judged_samples_judges_counted",
     } <= set(checks)
     assert all(checks.values())
 
-    second = dg.materialize(GRAPH, instance=instance, partition_key="b2", resources=resources)
+    routed = store.read("routed_samples", "b1")
+    live = [r for r in routed.to_pylist() if not any(d["verdict"] == "drop" for d in r["decisions"])]
+    reasons = {r["sample_id"]: r["decisions"][-1]["reason"] for r in live}
+    assert set(reasons.values()) == {"needs_review"}, reasons  # review is exercised, nothing automatic
+    kept = scored.filter(pa.compute.invert(dropped_mask(scored)))
+    assert len(reasons) == kept.num_rows  # every row difficulty kept
+
+    # nothing is published before an expert decides; then: "b?"'s answer rejected, the rest accepted
+    def decide(row: dict[str, Any]) -> list[dict[str, Any]]:
+        return _choice("verdict", "reject" if row["messages"][0]["content"] == "b?" else "accept")
+
+    labelled = _label(home, routed, decide)
+    assert len(labelled) == len(reasons)
+    curated = dg.materialize(REVIEW + CURATION, selection=CURATION, instance=instance, resources=resources)
+    assert curated.success
+    meta = curated.asset_materializations_for_node("sft_dataset")[0].metadata
+    assert meta["version"].value == "sft@v1"
+    v1 = DatasetStore(str(home)).read("sft@v1").to_pylist()
+    assert {r["sample_id"] for r in v1} == {
+        r["sample_id"] for r in live if r["messages"][0]["content"] != "b?"
+    }
+    assert all(r["decisions"][-1]["reason"] == "human_accept" for r in v1)
+    second = dg.materialize(REVIEW, instance=instance, partition_key="b2", resources=resources)
     assert second.success
-    manifest = DatasetStore(str(home)).resolve("sft@latest")
-    assert (manifest.version, manifest.batches, manifest.rows_removed) == (2, ["b1", "b2"], 0)
     # the reference answer of "a?" comes again in b2: dedup finds it among the published samples
-    b2 = AssetStore(str(home)).read("deduplicated_samples", "b2").to_pylist()
+    b2 = store.read("deduplicated_samples", "b2").to_pylist()
     again = next(r for r in b2 if r["messages"][-1]["content"] == "A")
     assert again["decisions"][-1]["reason"] == "near_duplicate_published"
     assert again["scores"]["dedup"]["jaccard"] == 1.0
+    _label(home, store.read("routed_samples", "b2"), lambda row: _choice("verdict", "accept"))
+    assert dg.materialize(
+        REVIEW + CURATION, selection=CURATION, instance=instance, resources=resources
+    ).success
+    manifest = DatasetStore(str(home)).resolve("sft@latest")
+    assert (manifest.version, manifest.batches, manifest.rows_removed) == (2, ["b1", "b2"], 0)
     published = DatasetStore(str(home)).read("sft@v2").to_pylist()
     references = [r for r in published if r["provenance"]["method"] == "reference" and r["kind"] == "sft"]
     assert sorted(r["messages"][1]["content"] for r in references) == ["A", "C"]
