@@ -20,9 +20,11 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
+from ptfactory.assets.budget import budget_metadata, metered, stage_guard
 from ptfactory.assets.common import check_specs, counts_md, engine_metadata, preview_md, schema_check
 from ptfactory.assets.partitions import batch_partitions
 from ptfactory.assets.resources import FactoryResource
+from ptfactory.engines.budget import BudgetExhausted
 from ptfactory.generators.agent.record import complete_record, trajectory_table
 from ptfactory.generators.agent.tasks import AgentTask, read_tasks
 from ptfactory.home import project_root
@@ -143,7 +145,22 @@ def agent_trajectories(
         )
     engine = factory.engine("generator")
     before = engine.stats.__dict__.copy()
-    rows, pool = _rollouts(factory, tasks, batch)
+    guard = stage_guard(context, factory, "agent_trajectories")
+    try:
+        with metered(guard, [(engine, factory.price_per_mtok("generator"))]):
+            rows, pool = _rollouts(factory, tasks, batch)
+    except BudgetExhausted:
+        # episodes advance together, so none finished: a rerun gets their steps from the cache
+        table = empty_table()
+        return dg.MaterializeResult(
+            value=table,
+            metadata={
+                "dagster/row_count": 0,
+                "budget_unfinished_tasks": len(tasks),
+                **budget_metadata(guard),
+            },
+            check_results=[schema_check(table, "agent_trajectories")],
+        )
     try:
         rows = [complete_record(r) for r in rows]
         table, repeats = trajectory_table(rows)  # rollouts that said and did the same: one sample
@@ -189,6 +206,7 @@ def agent_trajectories(
             ),
             "policy": dg.MetadataValue.text(json.dumps({"mode": factory.config.agent.policy})),
             **engine_metadata(engine, before, factory.price_per_mtok("generator")),
+            **budget_metadata(guard),
             "preview": preview_md(table),
         },
         check_results=[schema_check(table, "agent_trajectories")],
