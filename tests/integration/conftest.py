@@ -84,6 +84,11 @@ def label_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStud
         PTF_LS_VENV=os.environ.get("PTF_LS_VENV", str(REPO / ".ptf" / "venvs" / "labelstudio")),
     )
     server = LabelStudio(root, port, env)
+    # the way make demo's set-up does it: migrate first (once), then a warm start
+    migrated = server.ptf("annotate", "migrate")
+    assert migrated.returncode == 0 and "is migrated" in migrated.stdout, migrated.stderr[-3000:]
+    again = server.ptf("annotate", "migrate")
+    assert again.returncode == 0 and "already migrated" in again.stdout, again.stderr[-3000:]
     up = server.ptf("annotate", "up", "--json")
     assert up.returncode == 0, up.stderr[-3000:]
     try:
