@@ -5,9 +5,6 @@ with each judge's position-swapped verdict (nothing from a judge that flipped)."
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,28 +14,9 @@ from ptfactory.annotators.judges import LLMJudge
 from ptfactory.annotators.judges.pairwise import preference_candidates
 from ptfactory.annotators.labelstudio.tasks import queue_of, to_task
 from ptfactory.annotators.routing import RoutingConfig, route
-from ptfactory.engines.base import Completion, Conversation, Engine, Prompt, SamplingParams
 from ptfactory.storage.schema import from_records, sample_id
 from tests.annotators.test_llm_votes import _FAMILIES, _bundled_judge
-
-
-@dataclass
-class Reader(Engine):
-    """Prefers the response that says GOOD (``biased``: always the one shown first)."""
-
-    biased: bool = False
-
-    def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
-        raise NotImplementedError
-
-    def _choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str]) -> list[list[float]]:
-        out = []
-        for prompt in prompts:
-            text = prompt if isinstance(prompt, str) else prompt[0]["content"]
-            first_good = text.index("Response A") < text.index("GOOD") < text.index("Response B")
-            p = 0.9 if (self.biased or first_good) else 0.1
-            out.append([math.log(p), math.log(1 - p)])
-        return out
+from tests.annotators.test_pairwise import Letters  # prefers the response that says GOOD
 
 
 def _answer(parent: str, text: str, mean: float) -> dict[str, Any]:
@@ -65,7 +43,7 @@ ROWS = [
 
 
 def test_candidates_are_compared_in_both_orders_and_routed_by_the_comparison() -> None:
-    fair = LLMJudge("fair", engine=Reader(model_id="fair"))
+    fair = LLMJudge("fair", engine=Letters(model_id="fair"))
     report = preference_candidates(ROWS, [fair], margin=2.0)
     assert report.consistency == {"fair": 1.0}
     assert report.agreement["fair"] == (0.5, 2)  # agrees with the score gap on p1, not on p3
@@ -99,8 +77,8 @@ def test_candidates_are_compared_in_both_orders_and_routed_by_the_comparison() -
 
 
 def test_a_judge_that_follows_the_position_abstains_and_prefills_nothing() -> None:
-    fair = LLMJudge("fair", engine=Reader(model_id="fair"))
-    biased = LLMJudge("biased", engine=Reader(model_id="biased", biased=True))
+    fair = LLMJudge("fair", engine=Letters(model_id="fair"))
+    biased = LLMJudge("biased", engine=Letters(model_id="biased", biased=True))
     report = preference_candidates(ROWS[:2], [fair, biased], margin=2.0)
     assert report.consistency == {"fair": 1.0, "biased": 0.0}
     (row,) = report.rows
@@ -118,7 +96,7 @@ def test_a_judge_that_follows_the_position_abstains_and_prefills_nothing() -> No
 
 
 def test_no_pair_without_a_wide_enough_gap() -> None:
-    fair = LLMJudge("fair", engine=Reader(model_id="fair"))
+    fair = LLMJudge("fair", engine=Letters(model_id="fair"))
     assert preference_candidates(ROWS[2:4], [fair], margin=2.0).rows == []
     tied = [_answer("p9", "GOOD", 5.0), _answer("p9", "same score", 5.0)]
     assert preference_candidates(tied, [fair], margin=0.0).rows == []
