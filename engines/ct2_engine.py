@@ -64,10 +64,11 @@ class CTranslate2Engine(Engine):
 
     def _load(self) -> tuple[Any, Any]:
         if self._generator is None:
-            import ctranslate2
             from transformers import AutoTokenizer
 
-            from ptfactory.engines.ct2_models import ct2_model_dir, hf_folder
+            from ptfactory.engines.ct2_models import ct2_model_dir, hf_folder, import_ctranslate2
+
+            ctranslate2 = import_ctranslate2()
 
             compute = self.quantization()
             folder = ct2_model_dir(self.model_path)
