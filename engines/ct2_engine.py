@@ -8,7 +8,8 @@ engine whose greedy outputs and scores agree with transformers on the same weigh
   from one random generator per worker thread, seeded once when the thread starts, so a
   request's text would depend on its batch and on every request before it (the contract is one
   seed per request, from (seed, request)); and its Python API has no logits-processor hook, so
-  neither per-row seeded sampling nor a grammar mask can be applied to its decoding.
+  neither per-row seeded sampling nor a grammar mask can be applied to its decoding. Requests
+  with ``tools`` go there too (the template renders them and the agent constrains the reply).
 - Stop strings end a row as soon as its text holds one (a per-token callback), like
   transformers' ``stop_strings``; the text is cut before the stop.
 
@@ -105,7 +106,7 @@ class CTranslate2Engine(Engine):
     # -- chat ------------------------------------------------------------------------------------
 
     def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
-        if params.temperature > 0 or params.json_schema is not None:
+        if params.temperature > 0 or params.json_schema is not None or params.tools:
             groups: list[list[Completion]] = self._transformers()._chat(conversations, params)
             return groups
         _, tokenizer = self._load()

@@ -77,6 +77,13 @@ def test_sampled_requests_keep_per_request_seeds_at_batch_1_and_8(tiny_model: Pa
     batched = [[c.text for c in g] for g in together.chat(PROMPTS, params)]
     assert one_by_one == batched
     assert len({t for g in batched for t in g}) > 8  # it did sample
+    assert together._delegate is not None  # served by transformers: CTranslate2 cannot seed per request
+    tool = {"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}
+    greedy = SamplingParams(max_tokens=4, temperature=0)
+    with_tools = alone.chat(PROMPTS[:1], greedy, tools=[tool])
+    assert with_tools == together._delegate.chat(
+        PROMPTS[:1], greedy, tools=[tool]
+    )  # rendered by its template
 
 
 def test_cache_key_names_the_backend_and_compute_type(tiny_model: Path, tmp_path: Path) -> None:
