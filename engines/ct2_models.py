@@ -73,7 +73,9 @@ def supports_ct2(model: str) -> bool:
     if importlib.util.find_spec("ctranslate2") is None:
         return False
     if model in BUNDLED:
-        return model == "bundled"  # Gemma 3 stays on transformers: its conversion is not checked
+        # Gemma 3: its scores matched transformers on short prompts only (not past its 512-token
+        # sliding window), so auto keeps it on transformers; backend: ctranslate2 runs it
+        return model == "bundled"
     path = Path(model).expanduser()
     if (path / "model.bin").is_file():
         return True
