@@ -125,6 +125,7 @@ class DockerSandbox(Sandbox):
         self.session = uuid.uuid4().hex[:12]
         self._idle: queue.Queue[_Slot] = queue.Queue()
         self._created = 0
+        self._starting = 0  # containers being created: counted against ``workers`` too
         self._lock = threading.Lock()
         self._closed = False
 
@@ -190,23 +191,45 @@ class DockerSandbox(Sandbox):
         channel._sock.settimeout(None)  # the watchdog bounds every wait instead
         return channel
 
-    def _acquire(self) -> _Slot:
-        if self._closed:
-            raise SandboxError("the sandbox is closed")
+    def _reserve(self) -> bool:
+        """Take room for one more container, if the pool has it. Checked and taken under one lock:
+        threads of concurrent ``run_many`` calls (a Ray node's pool runs two chunks at once) must
+        not each see the last free place and start a container past ``workers``."""
+        with self._lock:
+            if self._created + self._starting >= self.workers:
+                return False
+            self._starting += 1
+            return True
+
+    def _create_reserved(self) -> _Slot:
         try:
-            return self._idle.get_nowait()
-        except queue.Empty:
+            return self._create()
+        finally:
             with self._lock:
-                room = self._created < self.workers
-            return self._create() if room else self._idle.get()
+                self._starting -= 1
+
+    def _acquire(self) -> _Slot:
+        while True:
+            if self._closed:
+                raise SandboxError("the sandbox is closed")
+            try:
+                return self._idle.get_nowait()
+            except queue.Empty:
+                pass
+            if self._reserve():
+                return self._create_reserved()
+            try:  # a slot comes back; or one is discarded without a replacement (an episode's end),
+                return self._idle.get(timeout=0.2)  # and its place frees up: look again
+            except queue.Empty:
+                continue
 
     def _release(self, slot: _Slot, recycle: bool) -> None:
         slot.jobs += 1
         if recycle or slot.discarded or slot.jobs >= self.jobs_per_container or self._closed:
             self._discard(slot)
-            if not self._closed:
+            if not self._closed and self._reserve():  # else another thread is starting one
                 try:
-                    self._idle.put(self._create())
+                    self._idle.put(self._create_reserved())
                 except Exception:  # the next acquire creates one instead
                     pass
             return

@@ -27,7 +27,8 @@ def humaneval() -> list[dict[str, str]]:
         return [json.loads(line) for line in handle]
 
 
-def _mutants(problem: dict[str, str]) -> list[str]:
+def mutants(problem: dict[str, str]) -> list[str]:
+    """Wrong versions of the canonical solution: `return None`, comparisons swapped, a constant shifted."""
     body = problem["canonical_solution"]
     out = ["    return None\n"]
     swapped = (
@@ -71,7 +72,7 @@ def test_all_164_canonical_solutions_pass_and_mutants_fail() -> None:
         assert failing == []
         mutant_jobs, owners = [], []
         for p in problems:
-            for body in _mutants(p):
+            for body in mutants(p):
                 mutant_jobs.append(
                     Job({"program.py": program(p["prompt"] + body, p["test"], p["entry_point"])})
                 )
@@ -179,3 +180,26 @@ def test_cli_validate_and_sandbox_run(ptf, tmp_path: Path) -> None:  # type: ign
     script.write_text("import time\ntime.sleep(30)\n")
     slow = ptf("sandbox", "run", str(script), "--timeout", "1", "--json")
     assert slow.returncode == 1 and json.loads(slow.stdout)["status"] == "timeout"
+
+
+def test_concurrent_run_many_calls_share_the_pool_cap() -> None:
+    """Two run_many calls at once (a Ray node's pool runs two chunks) never start containers past
+    ``workers``: each job reports the container it ran in."""
+    import threading
+
+    from ptfactory.filters.execution.base import Job
+
+    job = Job({"program.py": "import socket, time\ntime.sleep(0.2)\nprint(socket.gethostname())\n"})
+    seen: list[str] = []
+    with DockerSandbox(Limits(timeout_s=10), workers=2) as sandbox:
+
+        def chunk() -> None:
+            seen.extend(r.stdout_tail.strip() for r in sandbox.run_many([job] * 6))
+
+        callers = [threading.Thread(target=chunk) for _ in range(2)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join(timeout=120)
+    assert len(seen) == 12 and all(seen)
+    assert len(set(seen)) == 2, set(seen)
