@@ -27,19 +27,30 @@ import yaml
 from dagster._core.scheduler.instigation import TickStatus
 from dagster._grpc.client import DagsterGrpcClient
 
+from ptfactory.assets.annotation import curated_samples, human_labels
+from ptfactory.assets.datasets import preference_dataset, sft_dataset
+from ptfactory.assets.dedup import deduplicated_samples
+from ptfactory.assets.execution import execution_validated
+from ptfactory.assets.generation import candidate_instructions, candidate_responses
+from ptfactory.assets.judging import judged_samples
+from ptfactory.assets.scoring import difficulty_scored, routed_samples
+from ptfactory.assets.seeds import seed_tasks
 from ptfactory.errors import UserInputError
 from ptfactory.pipelines.instance import instance_home
 from ptfactory.pipelines.sensors import SENSOR_NAME
 from ptfactory.storage.assetstore import AssetStore
 from ptfactory.storage.versions import DatasetStore
 from tests.conftest import PTF, REPO
-from tests.pipelines.test_definitions import GRAPH
 from tests.pipelines.test_multiprocess import SEEDS, _config, _stage
 from tests.scaling.postgres import Postgres, free_port, postgres_server
 
 pytestmark = pytest.mark.integration
 __all__ = ["postgres_server"]  # the fixture, used by name below
 
+# every asset up to publish (its own list: tests/pipelines/test_definitions.py splits it at review)
+GRAPH = [seed_tasks, candidate_instructions, candidate_responses, deduplicated_samples, execution_validated]
+GRAPH += [difficulty_scored, judged_samples, routed_samples, human_labels, curated_samples]
+GRAPH += [sft_dataset, preference_dataset]
 MP_JOB = "mp_factory"
 LOCATION = "pg"
 REPOSITORY = "__repository__"
