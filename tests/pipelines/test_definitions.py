@@ -43,6 +43,7 @@ def _stage(home: Path, batch: str, rows: list[dict[str, str]], tmp_path: Path) -
 REVIEW = [seed_tasks, candidate_instructions, candidate_responses, deduplicated_samples]
 REVIEW += [execution_validated, difficulty_scored, judged_samples, routed_samples]
 CURATION = [human_labels, curated_samples, sft_dataset, preference_dataset]
+GRAPH = REVIEW + CURATION  # the whole graph up to publish (tests/pipelines/test_multiprocess.py runs it)
 
 
 def _label(
