@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -35,6 +36,7 @@ __all__ = [
     "is_waiting",
     "latest_copies",
     "pending_review",
+    "review_masks",
 ]
 
 ROUTE_STAGE = "route"
@@ -91,18 +93,54 @@ def audited_verdict(trail: Trail) -> str | None:
     return head.removeprefix("audit of ").strip() or None
 
 
+def review_masks(table: pa.Table) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """(:func:`awaiting_review`, :func:`is_waiting`) of every row at once, on the Arrow columns of its
+    ``decisions`` (whole batches: the row-by-row predicates would copy every trail to Python)."""
+    n = table.num_rows
+    awaiting, waiting = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    decisions = table.column("decisions")
+    decisions = decisions.combine_chunks() if isinstance(decisions, pa.ChunkedArray) else decisions
+    flat = pc.list_flatten(decisions)
+    if not len(flat):
+        return awaiting, waiting
+    stage = flat.field("stage")
+    hit = np.flatnonzero(
+        pc.is_in(stage, value_set=pa.array([ROUTE_STAGE, REVIEW_STAGE])).fill_null(False).to_numpy(False)
+    )
+    if not len(hit):
+        return awaiting, waiting
+    parents = pc.list_parent_indices(decisions).to_numpy(False)[hit]
+    # flat positions ascend with their rows: the last hit of each row ends its run of parents
+    ends = np.append(parents[1:] != parents[:-1], True)
+    rows, last = parents[ends], hit[ends]
+    taken = pa.array(last, pa.int64())
+    routed = pc.equal(stage.take(taken), ROUTE_STAGE).fill_null(False).to_numpy(False)
+    verdict = flat.field("verdict").take(taken)
+    awaiting[rows] = routed & pc.equal(verdict, "route").fill_null(False).to_numpy(False)
+    waiting[rows] = routed & pc.equal(verdict, "wait").fill_null(False).to_numpy(False)
+    return awaiting, waiting
+
+
+def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray[Any, Any]:
+    """An integer per distinct value (null: -1): keys compared as numbers."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    encoded = pc.dictionary_encode(array)
+    codes: np.ndarray[Any, Any] = encoded.indices.fill_null(-1).to_numpy(False).astype(np.int64)
+    return codes
+
+
 def latest_copies(table: pa.Table) -> pa.Table:
     """Each (sample_id, batch) once: the copy with the longest decisions trail (ties: the first)."""
     if table.num_rows == 0:
         return table
-    ids = table.column("sample_id").to_pylist()
-    batches = table.column("batch").to_pylist()
-    lengths = pc.fill_null(pc.list_value_length(table.column("decisions")), 0).to_pylist()
-    best: dict[tuple[str, str], int] = {}
-    for index, key in enumerate(zip(ids, batches, strict=True)):
-        kept = best.get(key)
-        if kept is None or lengths[index] > lengths[kept]:
-            best[key] = index
-    if len(best) == table.num_rows:
+    ids, batches = _codes(table.column("sample_id")), _codes(table.column("batch"))
+    lengths = pc.fill_null(pc.list_value_length(table.column("decisions")), 0)
+    length = np.asarray(lengths.to_numpy(False), np.int64)
+    index = np.arange(table.num_rows, dtype=np.int64)
+    # per key, the longest trail first and, among equals, the first copy
+    order = np.lexsort((index, -length, batches, ids))
+    key_ids, key_batches = ids[order], batches[order]
+    first = np.append(True, (key_ids[1:] != key_ids[:-1]) | (key_batches[1:] != key_batches[:-1]))
+    if first.all():
         return table
-    return table.take(pa.array(sorted(best.values()), pa.int64()))
+    return table.take(pa.array(np.sort(order[first]), pa.int64()))

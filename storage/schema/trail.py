@@ -7,7 +7,7 @@ a Python round trip of every row's trail and scores.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from ptfactory.errors import SchemaError
 from ptfactory.storage.schema.record import DECISION, SAMPLE_SCHEMA, SCORES
 
-__all__ = ["add_decision", "dropped_mask", "live_rows", "set_score"]
+__all__ = ["add_decision", "dropped_mask", "live_rows", "set_score", "set_scores"]
 
 _DECISIONS = pa.list_(DECISION)
 
@@ -109,19 +109,33 @@ def set_score(
 ) -> pa.Table:
     """Set ``scores.<name>`` for every row (or only ``rows``, which ``values`` then line up with),
     keeping the other scores and the other rows' ``name``."""
+    return set_scores(table, {name: values}, rows=rows)
+
+
+def set_scores(
+    table: pa.Table, values: Mapping[str, Sequence[Any]], *, rows: Sequence[int] | None = None
+) -> pa.Table:
+    """:func:`set_score` for several scores at once (the scores struct is taken apart and put back
+    together once, not once a score)."""
     expected = table.num_rows if rows is None else len(rows)
-    if len(values) != expected:
-        raise SchemaError(f"set_score got {len(values)} values for {expected} rows")
+    for given in values.values():
+        if len(given) != expected:
+            raise SchemaError(f"set_score got {len(given)} values for {expected} rows")
     scores = _column(table, "scores").cast(SCORES)
     # flatten() folds a null row's nulls into its fields: a row without scores gets only `name`
     fields = dict(zip((f.name for f in SCORES), scores.flatten(), strict=True))
-    given = values if isinstance(values, pa.Array) else pa.array(values, SCORES.field(name).type)
-    if rows is None:
-        fields[name] = given
-    else:
+    order = None
+    if rows is not None:
         order = np.arange(table.num_rows, dtype=np.int64)
-        order[np.asarray(rows, dtype=np.int64)] = table.num_rows + np.arange(len(given), dtype=np.int64)
-        fields[name] = pa.concat_arrays([fields[name], given.cast(fields[name].type)]).take(pa.array(order))
+        order[np.asarray(rows, dtype=np.int64)] = table.num_rows + np.arange(expected, dtype=np.int64)
+    for name, given in values.items():
+        array = given if isinstance(given, pa.Array) else pa.array(given, SCORES.field(name).type)
+        if order is None:
+            fields[name] = array
+        else:
+            fields[name] = pa.concat_arrays([fields[name], array.cast(fields[name].type)]).take(
+                pa.array(order)
+            )
     merged = pa.StructArray.from_arrays([fields[f.name] for f in SCORES], fields=list(SCORES))
     index = table.schema.get_field_index("scores")
     return table.set_column(index, SAMPLE_SCHEMA.field("scores"), merged)
