@@ -9,6 +9,7 @@ counted scores never vary carries no information and is left out of alpha.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ptfactory.annotators.judges.base import Judge, Vote
-from ptfactory.storage.schema import add_decision, dropped_mask, live_rows, set_score
+from ptfactory.annotators.judges.vote_columns import VoteColumns, gc_paused, rounded
+from ptfactory.storage.schema import add_decision, dropped_mask
+from ptfactory.storage.schema.trail import set_scores
 
 __all__ = [
     "Aggregate",
@@ -28,10 +31,13 @@ __all__ = [
     "judged_rows",
     "krippendorff_alpha",
     "means_by_drop_reason",
+    "pair_candidate_rows",
+    "pair_candidates",
 ]
 
 STAGE = "judge"
 DIFFICULTY_STAGE = "difficulty"
+_AGGREGATES = ("judge_mean", "judge_median", "judge_spread", "judge_confidence")
 
 
 @dataclass(frozen=True)
@@ -135,24 +141,92 @@ def means_by_drop_reason(
 ) -> dict[str, tuple[int, float | None]]:
     """Rows and mean judge mean per reason ``stage`` dropped rows for, and for the rows still live
     (``kept``): a gate that agrees with the panel drops rows the judges score lower."""
+    n = table.num_rows
     means = pc.struct_field(table.column("scores").combine_chunks(), "judge_mean")
-    groups: dict[str, list[float | None]] = {}
+    scored = means.is_valid().to_numpy(zero_copy_only=False).astype(bool)
+    values = means.fill_null(0.0).to_numpy(zero_copy_only=False)
     only = _dropped_only_by(table, stage).to_numpy(zero_copy_only=False)
     live = pc.invert(dropped_mask(table)).to_numpy(zero_copy_only=False)
-    trails = table.column("decisions").to_pylist()
-    for index, mean in enumerate(means.to_pylist()):
-        if live[index]:
-            key = "kept"
-        elif only[index]:
-            key = next(d["reason"] for d in trails[index] if d["stage"] == stage and d["verdict"] == "drop")
-        else:
-            continue
-        groups.setdefault(key, []).append(mean)
+    # each row's key: "kept", or the reason of its first drop at ``stage``
+    key = np.full(n, "kept", dtype=object)
+    keyed = live.copy()
+    decisions = table.column("decisions").combine_chunks()
+    flat = pc.list_flatten(decisions)
+    if only.any() and len(flat):
+        hit = pc.and_(pc.equal(flat.field("stage"), stage), pc.equal(flat.field("verdict"), "drop"))
+        at = np.flatnonzero(hit.fill_null(False).to_numpy(zero_copy_only=False))
+        rows = pc.list_parent_indices(decisions).to_numpy(zero_copy_only=False)[at]
+        first = np.append(True, rows[1:] != rows[:-1])  # positions ascend with rows: a row's first
+        reasons = flat.field("reason").take(pa.array(at[first], pa.int64())).to_pylist()
+        mine = only[rows[first]]
+        key[rows[first][mine]] = np.array(reasons, dtype=object)[mine]
+        keyed[rows[first][mine]] = True
+    if (only & ~keyed).any():
+        raise ValueError(f"a row dropped by {stage!r} has no {stage!r} decision with verdict 'drop'")
     out: dict[str, tuple[int, float | None]] = {}
-    for key, values in sorted(groups.items()):
-        scored = [float(v) for v in values if v is not None]
-        out[key] = (len(values), round(statistics.fmean(scored), 4) if scored else None)
+    for name in sorted(set(key[keyed].tolist())):
+        members = keyed & (key == name)
+        present = values[members & scored].tolist()
+        mean = round(math.fsum(present) / len(present), 4) if present else None
+        out[name] = (int(members.sum()), mean)
     return out
+
+
+def pair_candidates(table: pa.Table, margin: float) -> pa.Table:
+    """The rows :func:`~ptfactory.annotators.judges.pairwise.preference_candidates` needs from a
+    judged batch: of each instruction's live, scored sft answers (sharing ``provenance.parent_id``),
+    the best and the worst by (judge mean, sample_id), where their means differ by at least
+    ``margin`` and at all. Instructions come in the order of their first such answer, so given these
+    rows it makes the same pairs, in the same order, as given every live scored sft row, and a large
+    batch is not turned into dicts for it."""
+    mean = pc.struct_field(table.column("scores"), "judge_mean")
+    parent = pc.struct_field(table.column("provenance"), "parent_id")
+    use = pc.and_(
+        pc.and_(pc.equal(table.column("kind"), "sft"), pc.invert(dropped_mask(table))), mean.is_valid()
+    )
+    use = pc.and_(use, pc.not_equal(parent, ""))  # a parent id is set, and not empty
+    rows = np.flatnonzero(use.fill_null(False).to_numpy(zero_copy_only=False))
+    if len(rows) < 2:
+        return table.slice(0, 0)
+    taken = pa.array(rows, pa.int64())
+    groups = pc.dictionary_encode(parent.take(taken).combine_chunks()).indices.to_numpy(zero_copy_only=False)
+    ranked = pa.table(
+        {"g": groups, "m": mean.take(taken), "s": table.column("sample_id").take(taken), "i": rows}
+    )
+    order = pc.sort_indices(
+        ranked, [("g", "ascending"), ("m", "ascending"), ("s", "ascending"), ("i", "ascending")]
+    ).to_numpy(zero_copy_only=False)
+    group, means = groups[order], mean.take(taken).to_numpy(zero_copy_only=False)[order]
+    starts = np.flatnonzero(np.append(True, group[1:] != group[:-1]))
+    ends = np.append(starts[1:], len(order)) - 1
+    gap = means[ends] - means[starts]  # best (last: highest mean, then sample_id) minus worst (first)
+    chosen = (ends > starts) & (gap > 0) & (gap >= margin)
+    first = np.minimum.reduceat(rows[order], starts)  # each instruction's first answer
+    picked = np.stack([rows[order][starts], rows[order][ends]], axis=1)[chosen]
+    keys = np.repeat(first[chosen], 2)
+    flat = picked.ravel()
+    return table.take(pa.array(flat[np.lexsort((flat, keys))], pa.int64()))
+
+
+def pair_candidate_rows(table: pa.Table, margin: float) -> list[dict[str, object]]:
+    """:func:`pair_candidates` as the dicts ``preference_candidates`` takes, made cheaply: a
+    candidate's ``scores`` keep only ``judge_mean`` and its ``decisions`` are left empty, as a
+    preference row is built from its chosen row's other columns but gets scores (the comparisons)
+    and a decision of its own (tested: the same preference rows as from the full rows)."""
+    rows = pair_candidates(table, margin)
+    means = pc.struct_field(rows.column("scores"), "judge_mean")
+    only_mean = pa.StructArray.from_arrays(
+        [means.combine_chunks() if isinstance(means, pa.ChunkedArray) else means], names=["judge_mean"]
+    )
+    rows = rows.set_column(rows.schema.get_field_index("scores"), "scores", only_mean)
+    rows = rows.set_column(
+        rows.schema.get_field_index("decisions"),
+        "decisions",
+        pa.nulls(rows.num_rows, rows.schema.field("decisions").type),
+    )
+    with gc_paused():
+        picked: list[dict[str, object]] = rows.to_pylist()
+    return picked
 
 
 @dataclass
@@ -178,16 +252,18 @@ class Panel:
 
     def assess(self, votes: list[list[Vote]]) -> PanelReport:
         """Per-judge counted share, who is left out of the aggregate, who is constant, and alpha."""
+        by_judge = [[row[j] for row in votes] for j in range(len(self.judges))]
+        return self._assess(VoteColumns.of(by_judge))
+
+    def _assess(self, votes: VoteColumns) -> PanelReport:
         report = PanelReport()
-        matrix = np.full((len(self.judges), len(votes)), np.nan)
-        for column, row_votes in enumerate(votes):
-            for j, vote in enumerate(row_votes):
-                if vote.counts and vote.score is not None:
-                    matrix[j, column] = vote.score
+        counts = votes.counts
+        matrix = np.where(counts, votes.score, np.nan)
+        tried = ~(votes.parsed & ~votes.has_score)  # abstentions are not losses
         informative = []
         for j, judge in enumerate(self.judges):
-            tried = [row[j] for row in votes if not (row[j].parsed and row[j].score is None)]
-            share = sum(1 for v in tried if v.counts) / len(tried) if tried else None
+            n_tried = int(tried[j].sum())
+            share = int(counts[j].sum()) / n_tried if n_tried else None
             report.counted_share[judge.name] = round(share, 4) if share is not None else None
             if share is not None and share < self.min_counted_share:
                 report.left_out.append(judge.name)
@@ -199,38 +275,72 @@ class Panel:
         report.alpha = krippendorff_alpha(matrix[informative]) if informative else None
         return report
 
+    def _rows(self, table: pa.Table, judged: list[int]) -> list[dict[str, object]]:
+        """The judged rows as the judges' dicts: only the columns every judge says it ``reads``
+        (all of them where a judge does not say), with the garbage collector paused, since a
+        hundred thousand fresh dicts make no cycles but would trigger rescans of every live object."""
+        reads: set[str] = set()
+        for judge in self.judges:
+            columns = getattr(judge, "reads", None)
+            if columns is None:
+                reads = set(table.column_names)
+                break
+            reads.update(columns)
+        if not judged:
+            return []
+        picked = table.select([c for c in table.column_names if c in reads])
+        with gc_paused():
+            rows: list[dict[str, object]] = picked.take(pa.array(judged, pa.int64())).to_pylist()
+        return rows
+
     def judge_table(self, table: pa.Table) -> tuple[pa.Table, PanelReport]:
         """Every row back; judged rows get ``scores.judges`` and the aggregates; live rows get a
         ``judge`` decision (``keep``: the routing stage decides)."""
         judged = judged_rows(table)
-        live = set(live_rows(table))
-        # only the judged rows become Python dicts (the judges' interface); the rest stay in Arrow
-        votes = self.vote(table.take(pa.array(judged, pa.int64())).to_pylist() if judged else [])
-        report = self.assess(votes)
-        leave_out = frozenset(report.left_out)
-        columns: dict[str, list[object]] = {
-            name: [] for name in ("judges", "judge_mean", "judge_median", "judge_spread", "judge_confidence")
-        }
-        decided, reasons, details = [], [], []
-        for i, row_votes in zip(judged, votes, strict=True):
-            agg = aggregate(row_votes, self.weights, leave_out)
-            columns["judges"].append([v.to_dict() for v in row_votes])
-            columns["judge_mean"].append(agg.mean)
-            columns["judge_median"].append(agg.median)
-            columns["judge_spread"].append(agg.spread)
-            columns["judge_confidence"].append(agg.confidence)
-            if i not in live:
-                continue
-            unparsed = sum(1 for v in row_votes if not v.parsed)
-            decided.append(i)
-            reasons.append("scored" if agg.counted else "no_counted_votes")
-            details.append(
-                f"{agg.counted} counted, {unparsed} unparsed"
-                + (f", mean {agg.mean}" if agg.mean is not None else "")
-                + (f"; left out: {', '.join(sorted(leave_out))}" if leave_out else "")
+        live = pc.invert(dropped_mask(table)).to_numpy(zero_copy_only=False)
+        rows = self._rows(table, judged)
+        by_judge = [judge.judge(rows) for judge in self.judges]
+        if not rows:
+            return self._nothing_judged(table, by_judge)
+        if not self.judges or any(len(votes) != len(rows) for votes in by_judge):
+            raise ValueError(
+                f"every judge gives one vote per row: {len(rows)} rows, "
+                + ", ".join(f"{j.name} {len(v)}" for j, v in zip(self.judges, by_judge, strict=True))
             )
-        out = table
-        for name, values in columns.items():
-            out = set_score(out, name, values, rows=judged)
+        with gc_paused():
+            votes = VoteColumns.of(by_judge)
+            report = self._assess(votes)
+            leave_out = frozenset(report.left_out)
+            columns, counted, scalar = votes.aggregate(self.weights, leave_out)
+            for r in scalar:  # what the arrays cannot reproduce exactly: aggregate() itself
+                agg = aggregate([v[r] for v in by_judge], self.weights, leave_out)
+                for name, value in zip(
+                    _AGGREGATES, (agg.mean, agg.median, agg.spread, agg.confidence), strict=True
+                ):
+                    values, present = columns[name]
+                    values[r], present[r] = (value, True) if value is not None else (0.0, False)
+                counted[r] = agg.counted
+            scores: dict[str, pa.Array] = {"judges": votes.struct()}
+            for name in _AGGREGATES:
+                values, present = columns[name]
+                # a scalar row's value is already rounded; rounding it again changes nothing
+                scores[name] = rounded(values, present)
+            live_judged = np.flatnonzero(live[np.asarray(judged, dtype=np.int64)])
+            decided = [judged[k] for k in live_judged.tolist()]
+            counts = counted[live_judged].tolist()
+            unparsed = (~votes.parsed).sum(axis=0)[live_judged].tolist()
+            means = scores["judge_mean"].take(pa.array(live_judged, pa.int64())).to_pylist()
+            left = f"; left out: {', '.join(sorted(leave_out))}" if leave_out else ""
+            reasons = ["scored" if c else "no_counted_votes" for c in counts]
+            details = [
+                f"{c} counted, {u} unparsed" + (f", mean {m}" if m is not None else "") + left
+                for c, u, m in zip(counts, unparsed, means, strict=True)
+            ]
+        out = set_scores(table, scores, rows=judged)
         merged = add_decision(out, STAGE, ["keep"] * len(decided), reasons, details, rows=decided)
         return merged, report
+
+    def _nothing_judged(self, table: pa.Table, by_judge: list[list[Vote]]) -> tuple[pa.Table, PanelReport]:
+        report = self._assess(VoteColumns.of(by_judge))
+        out = set_scores(table, {name: [] for name in ("judges", *_AGGREGATES)}, rows=[])
+        return add_decision(out, STAGE, [], [], [], rows=[]), report
