@@ -40,17 +40,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ptfactory.storage.schema import (
-    AUDIT_REASON,
-    SAMPLE_SCHEMA,
-    add_decision,
-    conform,
-    is_waiting,
-    latest_copies,
-    live_rows,
-)
+from ptfactory.storage.schema import AUDIT_REASON, add_decision, conform, latest_copies, live_rows
+from ptfactory.storage.schema.review import review_masks
 
 __all__ = [
     "CONFIDENCE_WEIGHT",
@@ -108,71 +103,107 @@ def _why(scores: dict[str, Any] | None) -> str:
     return f"uncertainty {uncertainty(scores):.2f} (spread {spread:.2f}, confidence {shown})"
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    uncertainty: float
-    position: int  # of its batch in the order, oldest first
-    sample_id: str
-    index: int  # row in its table (this batch's, or the earlier batches')
-    earlier: bool
-    waited: tuple[str, ...]  # later batches whose budget it competed for, this one included
+class _Scores:
+    """A table's judge mean, spread and confidence as arrays (with where each is set): the routing
+    rules over whole columns, one Python string per decision only where a detail is written."""
 
-    def key(self) -> tuple[float, int, str]:
-        return (-self.uncertainty, self.position, self.sample_id)
+    def __init__(self, table: pa.Table) -> None:
+        scores = table.column("scores")
+        self.mean, self.has_mean = _field(scores, "judge_mean")
+        spread, has_spread = _field(scores, "judge_spread")
+        self.spread = np.where(has_spread, spread, 0.0)  # `spread or 0.0`
+        self.confidence, self.has_confidence = _field(scores, "judge_confidence")
+
+    def uncertainty(self) -> np.ndarray[Any, Any]:
+        """:func:`uncertainty` of every row."""
+        confidence = np.where(self.has_confidence, np.clip(self.confidence, 0.0, 1.0), UNKNOWN_CONFIDENCE)
+        spread = self.spread + CONFIDENCE_WEIGHT * (1.0 - confidence)
+        return np.where(self.has_mean, spread, np.inf)
+
+    def why(self, rows: np.ndarray[Any, Any]) -> list[str]:
+        """:func:`_why` of each of ``rows``, from the arrays (the same numbers, the same text)."""
+        u, spread, confidence = (a[rows].tolist() for a in (self.uncertainty(), self.spread, self.confidence))
+        mean, stated = self.has_mean[rows].tolist(), self.has_confidence[rows].tolist()
+        return [
+            f"uncertainty {u[k]:.2f} (spread {spread[k]:.2f}, confidence "
+            + (f"{confidence[k]:.2f})" if stated[k] else "unknown)")
+            if mean[k]
+            else "no counted judge vote"
+            for k in range(len(u))
+        ]
+
+    def auto_detail(self, rows: np.ndarray[Any, Any], silent: str) -> list[str]:
+        """The detail of each of ``rows``' automatic verdict."""
+        mean, spread, has = self.mean[rows].tolist(), self.spread[rows].tolist(), self.has_mean[rows].tolist()
+        return [
+            f"mean {mean[k]:.2f}, spread {spread[k]:.2f}"
+            if has[k]
+            else f"no counted judge vote; routing.silent is {silent}"
+            for k in range(len(mean))
+        ]
 
 
-def _auto(scores: dict[str, Any] | None, config: RoutingConfig, kind: str | None = None) -> Decision | None:
-    """The automatic verdict, or None for a row that needs a human. A preference candidate is never
-    rejected automatically: a low score there means the judges' comparisons contradict the scores
-    that ordered the pair, and an expert settles which answer is better."""
-    scores = scores or {}
-    mean, spread = scores.get("judge_mean"), scores.get("judge_spread")
-    if mean is None:
-        if config.silent in ("accept", "reject"):
-            reason = f"auto_{config.silent}"
-            return (config.silent, reason, f"no counted judge vote; routing.silent is {config.silent}")
-        return None
-    detail = f"mean {mean:.2f}, spread {(spread or 0.0):.2f}"
-    if mean >= config.accept_at and (spread or 0.0) <= config.max_spread:
-        return ("accept", "auto_accept", detail)
-    if mean <= config.reject_at and kind != "preference":
-        return ("reject", "auto_reject", detail)
-    return None
+def _field(scores: pa.ChunkedArray, name: str) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    values = pc.struct_field(scores, name)  # null where the row has no scores at all
+    present = values.is_valid().to_numpy(False).astype(bool)
+    return np.asarray(values.fill_null(0.0).to_numpy(False), np.float64), present
 
 
-def _audit(verdict: dict[int, Decision], ids: list[str], config: RoutingConfig) -> None:
-    """Send the drawn share of automatic verdicts to blind review, within their own budget."""
-    draws = ((audit_draw(ids[i]), i) for i, (_, reason, _) in verdict.items() if reason.startswith("auto_"))
-    drawn = sorted((draw, i) for draw, i in draws if draw < config.audit_rate)
-    for _, i in drawn[: config.audit_budget]:
-        _, reason, detail = verdict[i]
-        verdict[i] = ("route", AUDIT_REASON, f"audit of {reason}; {detail}")
+def _auto(scores: _Scores, preference: np.ndarray[Any, Any], config: RoutingConfig) -> np.ndarray[Any, Any]:
+    """The automatic reason of every row (``auto_accept`` / ``auto_reject``), "" for a row that
+    needs a human. A preference candidate is never rejected automatically: a low score there means
+    the judges' comparisons contradict the scores that ordered the pair, and an expert settles which
+    answer is better. A row no judge scored gets ``routing.silent`` where that is accept or reject."""
+    reason = np.full(len(preference), "", dtype=object)
+    mean = scores.mean
+    accept = scores.has_mean & (mean >= config.accept_at) & (scores.spread <= config.max_spread)
+    reject = scores.has_mean & ~accept & (mean <= config.reject_at) & ~preference
+    reason[accept], reason[reject] = "auto_accept", "auto_reject"
+    if config.silent in ("accept", "reject"):
+        reason[~scores.has_mean] = f"auto_{config.silent}"
+    return reason
+
+
+def _audit(auto: list[int], ids: list[str], config: RoutingConfig) -> list[int]:
+    """The drawn share of automatic verdicts (rows in ``auto``) that go to blind review, within
+    their own budget: the lowest draws, ties by row."""
+    if config.audit_rate <= 0 or config.audit_budget == 0:
+        return []  # nothing can be drawn: no row's hash needs computing
+    drawn = sorted((draw, i) for i in auto if (draw := audit_draw(ids[i])) < config.audit_rate)
+    return [i for _, i in drawn[: config.audit_budget]]
+
+
+def _codes(values: pa.ChunkedArray | pa.Array) -> np.ndarray[Any, Any]:
+    """An integer per distinct value (null: -1), to group by."""
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    codes: np.ndarray[Any, Any] = pc.dictionary_encode(array).indices.fill_null(-1).to_numpy(False)
+    return codes.astype(np.int64)
 
 
 def _waiting_earlier(
-    earlier: pa.Table | None, here: set[str], position: dict[str, int], order: list[str], current: str
-) -> tuple[pa.Table | None, list[_Candidate]]:
-    """Earlier batches' rows still waiting (newest copy of each), as candidates for this budget."""
+    earlier: pa.Table | None, here: pa.Array, position: dict[str, int], current: str
+) -> tuple[pa.Table | None, np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Earlier batches' rows still waiting (newest copy of each; a sample_id once, from its oldest
+    batch), as candidates for this budget: (the earlier table, their rows, their batches' positions)."""
+    none = np.zeros(0, dtype=np.int64)
     if earlier is None or earlier.num_rows == 0:
-        return None, []
+        return None, none, none
     earlier = latest_copies(conform(earlier))
-    now = position[current]
-    out: list[_Candidate] = []
-    seen: set[str] = set()
-    rows = earlier.select(["sample_id", "batch", "scores", "decisions"]).to_pylist()
-    oldest_first = sorted(
-        range(len(rows)), key=lambda i: (position.get(rows[i]["batch"], -1), rows[i]["sample_id"])
-    )
-    for i in oldest_first:
-        row = rows[i]
-        sid, origin = row["sample_id"], row["batch"]
-        if origin == current or sid in here or sid in seen or not is_waiting(row["decisions"]):
-            continue
-        seen.add(sid)
-        start = position.get(origin, -1)
-        waited = tuple(order[start + 1 : now + 1])
-        out.append(_Candidate(uncertainty(row["scores"]), start, sid, i, True, waited))
-    return earlier, out
+    _, waiting = review_masks(earlier)
+    ids = earlier.column("sample_id")
+    away = pc.invert(pc.fill_null(pc.equal(earlier.column("batch"), current), False))
+    fresh = pc.invert(pc.is_in(ids, value_set=here))  # a sample_id of this batch sits this batch out
+    rows = np.flatnonzero(waiting & away.to_numpy(False) & fresh.to_numpy(False))
+    if not len(rows):
+        return earlier, none, none
+    batches = earlier.column("batch").take(pa.array(rows, pa.int64())).to_pylist()
+    start = np.array([position.get(b, -1) for b in batches], dtype=np.int64)
+    # oldest batch first, then the first row: the copy of a sample_id that competes
+    sids = _codes(ids.take(pa.array(rows, pa.int64())))
+    order = np.lexsort((rows, start))
+    _, first = np.unique(sids[order], return_index=True)
+    keep = np.sort(order[first])
+    return earlier, rows[keep], start[keep]
 
 
 def route(
@@ -190,32 +221,54 @@ def route(
     output of earlier batches; ``order``: batch keys oldest first (this batch is put last when
     missing). Counts are per reason, over every decision made here.
     """
-    rows = table.select(["sample_id", "batch", "kind", "scores"]).to_pylist()
-    current = batch if batch is not None else (rows[0]["batch"] if rows else "")
+    ids = table.column("sample_id").to_pylist()
+    current = batch if batch is not None else (table.column("batch")[0].as_py() if table.num_rows else "")
     order = [b for b in (order or []) if b != current] + [current]
     position = {b: i for i, b in enumerate(order)}
-    live = live_rows(table)
-    ids = [r["sample_id"] for r in rows]
+    live = np.asarray(live_rows(table), dtype=np.int64)
+    scores = _Scores(table)
+    preference = pc.equal(table.column("kind"), "preference").fill_null(False).to_numpy(False)
+    reasons = _auto(scores, preference.astype(bool), config)
+    is_auto = reasons[live] != ""
+    auto, disputed = live[is_auto], live[~is_auto]
     verdict: dict[int, Decision] = {}
-    candidates: list[_Candidate] = []
-    for i in live:
-        auto = _auto(rows[i]["scores"], config, rows[i]["kind"])
-        if auto is not None:
-            verdict[i] = auto
-        else:
-            candidates.append(
-                _Candidate(uncertainty(rows[i]["scores"]), position[current], ids[i], i, False, ())
-            )
-    _audit(verdict, ids, config)
-    earlier_table, waiting = _waiting_earlier(earlier, set(ids), position, order, current)
-    candidates.extend(waiting)
-    earlier_rows = earlier_table.select(["scores"]).to_pylist() if earlier_table is not None else []
+    for i, detail in zip(auto.tolist(), scores.auto_detail(auto, config.silent), strict=True):
+        reason = reasons[i]
+        verdict[i] = (reason.removeprefix("auto_"), reason, detail)
+    for i in _audit(auto.tolist(), ids, config):
+        _, reason, detail = verdict[i]
+        verdict[i] = ("route", AUDIT_REASON, f"audit of {reason}; {detail}")
+    here = pa.array(ids, pa.string())
+    earlier_table, waiting, starts = _waiting_earlier(earlier, here, position, current)
+    earlier_scores = _Scores(earlier_table) if earlier_table is not None else scores
+    # most uncertain first, then the oldest batch, then sample_id (this batch's rows, then the
+    # earlier ones, each in row order: the order a stable sort keeps among equal keys)
+    n_here = len(disputed)
+    uncertain = np.concatenate(
+        [scores.uncertainty()[disputed], earlier_scores.uncertainty()[waiting] if len(waiting) else []]
+    )
+    positions = np.concatenate([np.full(n_here, position[current], np.int64), starts])
+    sids = [ids[i] for i in disputed.tolist()]
+    if len(waiting) and earlier_table is not None:
+        sids += earlier_table.column("sample_id").take(pa.array(waiting, pa.int64())).to_pylist()
+    ranked = pa.table(
+        {"u": pa.array(-uncertain, pa.float64()), "p": positions, "s": pa.array(sids, pa.string())}
+    )
+    ranking = pc.sort_indices(ranked, [("u", "ascending"), ("p", "ascending"), ("s", "ascending")])
     carried: dict[int, Decision] = {}
-    for rank, cand in enumerate(sorted(candidates, key=_Candidate.key)):
-        scores = earlier_rows[cand.index]["scores"] if cand.earlier else rows[cand.index]["scores"]
-        why = _why(scores)
-        if rank < config.review_budget and cand.earlier:
-            since = order[cand.position] if cand.position >= 0 else "an earlier batch"
+    ranked_order = ranking.to_numpy(False)
+    whys = np.empty(len(ranked_order), dtype=object)
+    mine = ranked_order < n_here
+    whys[mine] = scores.why(disputed[ranked_order[mine]])
+    if not mine.all():
+        whys[~mine] = earlier_scores.why(waiting[ranked_order[~mine] - n_here])
+    disputed_rows, waiting_rows, starts_at = disputed.tolist(), waiting.tolist(), positions.tolist()
+    for rank, (k, why) in enumerate(zip(ranked_order.tolist(), whys.tolist(), strict=True)):
+        is_earlier = k >= n_here
+        index = waiting_rows[k - n_here] if is_earlier else disputed_rows[k]
+        if rank < config.review_budget and is_earlier:
+            start = starts_at[k]
+            since = order[start] if start >= 0 else "an earlier batch"
             decision: Decision = (
                 "route",
                 "needs_review",
@@ -223,22 +276,23 @@ def route(
             )
         elif rank < config.review_budget:
             decision = ("route", "needs_review", why)
-        elif not cand.earlier:
+        elif not is_earlier:
             decision = ("wait", "waiting", f"{why}; review budget of {config.review_budget} used")
-        elif len(cand.waited) >= config.max_wait_batches:
-            decision = _too_long(why, cand.waited, config)
+        elif len(waited := tuple(order[starts_at[k] + 1 :])) >= config.max_wait_batches:
+            decision = _too_long(why, waited, config)
         else:
             continue  # still waiting: its own batch's copy says so
-        (carried if cand.earlier else verdict)[cand.index] = decision
+        (carried if is_earlier else verdict)[index] = decision
+    rows = live.tolist()
     routed = add_decision(
         table,
         STAGE,
-        [verdict[i][0] for i in live],
-        [verdict[i][1] for i in live],
-        [verdict[i][2] for i in live],
-        rows=live,
+        [verdict[i][0] for i in rows],
+        [verdict[i][1] for i in rows],
+        [verdict[i][2] for i in rows],
+        rows=rows,
     )
-    counts = Counter(verdict[i][1] for i in live) + Counter(d[1] for d in carried.values())
+    counts = Counter(verdict[i][1] for i in rows) + Counter(d[1] for d in carried.values())
     if carried and earlier_table is not None:
         routed = pa.concat_tables([conform(routed), _copies(earlier_table, carried)])
     return routed, counts
@@ -261,11 +315,11 @@ def _too_long(why: str, waited: tuple[str, ...], config: RoutingConfig) -> Decis
 def _copies(earlier: pa.Table, decided: dict[int, Decision]) -> pa.Table:
     """The earlier rows decided here, each with its new decision appended (their batch unchanged)."""
     indices = sorted(decided)
-    records = earlier.take(pa.array(indices, pa.int64())).to_pylist()
-    for record, index in zip(records, indices, strict=True):
-        verdict, reason, detail = decided[index]
-        record["decisions"] = [
-            *(record["decisions"] or []),
-            {"stage": STAGE, "verdict": verdict, "reason": reason, "detail": detail},
-        ]
-    return pa.Table.from_pylist(records, schema=SAMPLE_SCHEMA)
+    rows = earlier.take(pa.array(indices, pa.int64()))
+    return add_decision(
+        rows,
+        STAGE,
+        [decided[i][0] for i in indices],
+        [decided[i][1] for i in indices],
+        [decided[i][2] for i in indices],
+    )
