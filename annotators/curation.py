@@ -27,18 +27,19 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ptfactory.annotators.labelstudio.results import Label, combine, parse_result
-from ptfactory.annotators.pairs import auto_pairs, preference_row
-from ptfactory.annotators.trajectory_review import prefix_pairs, step_labels
-from ptfactory.storage.schema import (
+from ptfactory.annotators.pairs import auto_pairs, pair_sources, preference_row
+from ptfactory.annotators.trajectory_review import prefix_pairs, prefix_sources, step_labels
+from ptfactory.storage.schema import (  # awaiting_review: the one predicate, which review_masks vectorizes
     SAMPLE_SCHEMA,
     audited_verdict,
-    awaiting_review,
+    awaiting_review,  # noqa: F401
     conform,
-    is_waiting,
     latest_copies,
 )
+from ptfactory.storage.schema.review import review_masks
 
 __all__ = ["Curated", "LabelState", "curate", "replay"]
 
@@ -120,91 +121,148 @@ def _agrees(auto: str, label: Label) -> bool:
     return (label.verdict == "accept") == (auto == "auto_accept")
 
 
+def _review(
+    row: dict[str, Any], label: Label, evs: list[dict[str, Any]], keys: list[str]
+) -> tuple[dict[str, Any] | None, bool | None]:
+    """Apply the expert's label to one routed row (in place): the preference row a correction makes
+    (or None), and whether the expert agreed with the automatic verdict of an audit row (None: not
+    an audit row). ``keys`` gets the counts this row adds, in order."""
+    trail = list(row["decisions"] or [])
+    auto = audited_verdict(trail)
+    agreed = _agrees(auto, label) if auto is not None else None
+    who = ", ".join(sorted({e["annotator"] or "?" for e in evs}))
+    pair = None
+    if row.get("steps") and label.first_error is not None:
+        row["step_labels"] = step_labels(len(row["steps"]), label.first_error, who)
+        keys.append("step_labelled")
+    if row["kind"] == "preference" or label.preference:
+        if label.preference == "tie":
+            trail.append({"stage": STAGE, "verdict": "reject", "reason": "human_tie", "detail": f"by {who}"})
+            keys.append("rejected")
+        else:
+            if label.preference == "B":
+                row["chosen"], row["rejected"] = row["rejected"], row["chosen"]
+            trail.append(
+                {
+                    "stage": STAGE,
+                    "verdict": "accept",
+                    "reason": f"human_prefers_{label.preference}",
+                    "detail": f"by {who}" + (f": {label.reason}" if label.reason else ""),
+                }
+            )
+            keys.append("accepted")
+        row["annotation"] = _annotation(label, evs, None)
+    elif label.verdict == "reject":
+        trail.append({"stage": STAGE, "verdict": "reject", "reason": "human_reject", "detail": f"by {who}"})
+        row["annotation"] = _annotation(label, evs, None)
+        keys.append("rejected")
+    else:
+        at = _last_assistant(row["messages"])
+        original = row["messages"][at]["content"] if at is not None else None
+        # the box starts with the response: submitted unchanged (or with whitespace only
+        # trimmed — results.py strips) it is an accept, not a correction
+        if label.corrected and at is not None and label.corrected.strip() != (original or "").strip():
+            messages = [dict(m) for m in row["messages"]]
+            messages[at]["content"] = label.corrected
+            row["messages"] = messages
+            detail = json.dumps({"by": who, "original": original}, ensure_ascii=False)
+            trail.append({"stage": STAGE, "verdict": "edit", "reason": "human_correction", "detail": detail})
+            pair = _pair_row(row, messages, original or "", trail, who)
+            keys.append("corrected")
+        else:
+            trail.append(
+                {"stage": STAGE, "verdict": "accept", "reason": "human_accept", "detail": f"by {who}"}
+            )
+            keys.append("accepted")
+        row["annotation"] = _annotation(label, evs, original)
+    row["decisions"] = trail
+    return pair, agreed
+
+
 def curate(routed: pa.Table, events: pa.Table, accept_at: float = 7.0, pairs: bool = True) -> Curated:
+    """Every routed row once (its newest copy), in order, the labelled ones as the expert decided
+    (a correction's preference row just before its row), then the pairs (:mod:`pairs`,
+    :mod:`trajectory_review`). Only the labelled rows, and the rows a pair can be made of, become
+    Python dicts: the rest of the batch is carried in Arrow as it came."""
     state = replay(events)
     decided = state.decided()
     routed = latest_copies(conform(routed))
-    out_rows: list[dict[str, Any]] = []
+    n = routed.num_rows
+    awaiting, waiting = review_masks(routed)
+    ids = routed.column("sample_id")
+    known = pc.is_in(ids, value_set=pa.array(list(decided), pa.string())).to_numpy(zero_copy_only=False)
+    labelled = np.flatnonzero(awaiting & known.astype(bool))
+    # counts keep the order a row-by-row pass would have given them (first row that adds each)
+    first: dict[str, tuple[int, int]] = {}
     counts: Counter[str] = Counter()
+    for key, mask in (("awaiting", awaiting & ~known), ("waiting", ~awaiting & waiting)):
+        if mask.any():
+            counts[key] = int(mask.sum())
+            first[key] = (int(np.argmax(mask)), 0)
     audited: list[bool] = []
-    for row in routed.to_pylist():
-        trail = list(row["decisions"] or [])
-        sid = row["sample_id"]
-        if not awaiting_review(trail) or sid not in decided:
-            if awaiting_review(trail):
-                counts["awaiting"] += 1
-            elif is_waiting(trail):
-                counts["waiting"] += 1
-            out_rows.append(row)
-            continue
-        label, evs = decided[sid]
-        auto = audited_verdict(trail)
-        if auto is not None:
-            audited.append(_agrees(auto, label))
-        who = ", ".join(sorted({e["annotator"] or "?" for e in evs}))
-        if row.get("steps") and label.first_error is not None:
-            row["step_labels"] = step_labels(len(row["steps"]), label.first_error, who)
-            counts["step_labelled"] += 1
-        if row["kind"] == "preference" or label.preference:
-            if label.preference == "tie":
-                trail.append(
-                    {"stage": STAGE, "verdict": "reject", "reason": "human_tie", "detail": f"by {who}"}
-                )
-                counts["rejected"] += 1
-            else:
-                if label.preference == "B":
-                    row["chosen"], row["rejected"] = row["rejected"], row["chosen"]
-                trail.append(
-                    {
-                        "stage": STAGE,
-                        "verdict": "accept",
-                        "reason": f"human_prefers_{label.preference}",
-                        "detail": f"by {who}" + (f": {label.reason}" if label.reason else ""),
-                    }
-                )
-                counts["accepted"] += 1
-            row["annotation"] = _annotation(label, evs, None)
-        elif label.verdict == "reject":
-            trail.append(
-                {"stage": STAGE, "verdict": "reject", "reason": "human_reject", "detail": f"by {who}"}
-            )
-            row["annotation"] = _annotation(label, evs, None)
-            counts["rejected"] += 1
-        else:
-            at = _last_assistant(row["messages"])
-            original = row["messages"][at]["content"] if at is not None else None
-            # the box starts with the response: submitted unchanged (or with whitespace only
-            # trimmed — results.py strips) it is an accept, not a correction
-            if label.corrected and at is not None and label.corrected.strip() != (original or "").strip():
-                messages = [dict(m) for m in row["messages"]]
-                messages[at]["content"] = label.corrected
-                row["messages"] = messages
-                detail = json.dumps({"by": who, "original": original}, ensure_ascii=False)
-                trail.append(
-                    {"stage": STAGE, "verdict": "edit", "reason": "human_correction", "detail": detail}
-                )
-                out_rows.append(_pair_row(row, messages, original or "", trail, who))
-                counts["corrected"] += 1
-            else:
-                trail.append(
-                    {"stage": STAGE, "verdict": "accept", "reason": "human_accept", "detail": f"by {who}"}
-                )
-                counts["accepted"] += 1
-            row["annotation"] = _annotation(label, evs, original)
-        row["decisions"] = trail
-        out_rows.append(row)
-    if pairs:
-        present = {r["sample_id"] for r in out_rows}
-        for pair in [*auto_pairs(out_rows), *prefix_pairs(out_rows)]:
-            if pair["sample_id"] not in present:
-                present.add(pair["sample_id"])
-                out_rows.append(pair)
-                counts[f"pair: {pair['decisions'][-1]['reason']}"] += 1
-    table = pa.Table.from_pylist(out_rows, schema=SAMPLE_SCHEMA) if out_rows else conform(routed)
+    emitted: list[dict[str, Any]] = []
+    sizes = np.ones(n, dtype=np.int64)
+    rows = routed.take(pa.array(labelled, pa.int64())).to_pylist() if len(labelled) else []
+    for index, row in zip(labelled.tolist(), rows, strict=True):
+        label, evs = decided[row["sample_id"]]
+        keys: list[str] = []
+        pair, agreed = _review(row, label, evs, keys)
+        if agreed is not None:
+            audited.append(agreed)
+        for seq, key in enumerate(keys, start=1):
+            counts[key] += 1
+            first.setdefault(key, (index, seq))
+        emitted.extend([pair, row] if pair is not None else [row])
+        sizes[index] = 2 if pair is not None else 1
+    counts = Counter({key: counts[key] for key in sorted(first, key=first.__getitem__)})
+    table = _with_reviewed(routed, labelled, sizes, emitted)
+    made = _pairs(table, counts) if pairs else []
+    if made:
+        table = pa.concat_tables([table, pa.Table.from_pylist(made, schema=SAMPLE_SCHEMA)])
     result = Curated(table, counts, audit_pairs=len(audited))
     result.audit_agreement = sum(audited) / len(audited) if audited else None
     _agreement(result, state, routed, accept_at)
     return result
+
+
+def _with_reviewed(
+    routed: pa.Table,
+    labelled: np.ndarray[Any, Any],
+    sizes: np.ndarray[Any, Any],
+    emitted: list[dict[str, Any]],
+) -> pa.Table:
+    """``routed`` with each labelled row replaced by what its review emitted (``sizes`` rows each)."""
+    if not emitted:
+        return routed
+    n = routed.num_rows
+    ends = np.cumsum(sizes)
+    take = np.empty(int(ends[-1]), dtype=np.int64)
+    others = np.ones(n, dtype=bool)
+    others[labelled] = False
+    take[ends[others] - 1] = np.flatnonzero(others)
+    slots = np.concatenate([np.arange(ends[i] - sizes[i], ends[i]) for i in labelled.tolist()])
+    take[slots] = n + np.arange(len(emitted), dtype=np.int64)
+    reviewed = pa.Table.from_pylist(emitted, schema=SAMPLE_SCHEMA)
+    return pa.concat_tables([routed, reviewed]).take(pa.array(take))
+
+
+def _pairs(table: pa.Table, counts: Counter[str]) -> list[dict[str, Any]]:
+    """The machine-vouched pairs (pass over fail) and the trajectory prefix pairs of the curated
+    rows, each sample_id once: only the rows a pair can come from are read as dicts."""
+    made = [
+        *auto_pairs(table.filter(pa.array(pair_sources(table))).to_pylist()),
+        *prefix_pairs(table.filter(pa.array(prefix_sources(table))).to_pylist()),
+    ]
+    if not made:
+        return []
+    present = set(table.column("sample_id").to_pylist())
+    out = []
+    for pair in made:
+        if pair["sample_id"] not in present:
+            present.add(pair["sample_id"])
+            out.append(pair)
+            counts[f"pair: {pair['decisions'][-1]['reason']}"] += 1
+    return out
 
 
 def _pair_row(
@@ -239,12 +297,14 @@ def _agreement(result: Curated, state: LabelState, routed: pa.Table, accept_at: 
             matrix.append([votes.get(a, float("nan")) for a in annotators])
     if len(matrix) >= 2:
         result.inter_annotator_alpha = _nominal_alpha(np.array(matrix, dtype=float).T)
-    means = {
-        r["sample_id"]: (r["scores"] or {}).get("judge_mean")
-        for r in routed.select(["sample_id", "scores"]).to_pylist()
-    }
+    decided = state.decided()
+    # the judge mean of each labelled sample (the last copy of an id, as a dict over every row keeps)
+    ids = pa.array(list(decided), pa.string())
+    labelled = routed.filter(pc.is_in(routed.column("sample_id"), value_set=ids))
+    mean_of = pc.struct_field(labelled.column("scores"), "judge_mean").to_pylist()
+    means = dict(zip(labelled.column("sample_id").to_pylist(), mean_of, strict=True))
     agree = total = 0
-    for sid, (label, _) in state.decided().items():
+    for sid, (label, _) in decided.items():
         mean = means.get(sid)
         if mean is None or label.verdict not in verdict_code or label.preference:
             continue

@@ -15,9 +15,13 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from ptfactory.storage.schema import sample_id
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["auto_pairs", "preference_row"]
+from ptfactory.storage.schema import dropped_mask, sample_id
+
+__all__ = ["auto_pairs", "pair_sources", "preference_row"]
 
 _FAILED = ("failed", "timeout", "oom", "output_limit")
 _UNUSABLE = (
@@ -158,3 +162,80 @@ def auto_pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         members = sorted(group, key=lambda r: r["sample_id"])
         pairs.extend(p for p in (_candidate_pair(members), _student_pair(members)) if p is not None)
     return pairs
+
+
+def _flag(values: Any) -> np.ndarray[Any, Any]:
+    flags: np.ndarray[Any, Any] = np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), bool)
+    return flags
+
+
+def _members(table: pa.Table) -> np.ndarray[Any, Any]:
+    """The rows :func:`auto_pairs` groups, from the Arrow columns: code rows that end in an
+    assistant turn and that no stage found unusable (whether that turn is blank is left to it)."""
+    messages = table.column("messages").combine_chunks()
+    length = pc.fill_null(pc.list_value_length(messages), 0).to_numpy(zero_copy_only=False)
+    last_role = np.zeros(table.num_rows, dtype=bool)
+    flat = pc.list_flatten(messages)
+    if len(flat):
+        parents = pc.list_parent_indices(messages).to_numpy(zero_copy_only=False)
+        last = np.append(parents[1:] != parents[:-1], True)  # each row's last turn
+        last_role[parents[last]] = _flag(pc.equal(flat.field("role").filter(pa.array(last)), "assistant"))
+    last_role &= length >= 2
+    decisions = table.column("decisions").combine_chunks()
+    unusable = np.zeros(table.num_rows, dtype=bool)
+    flat = pc.list_flatten(decisions)
+    if len(flat):
+        hit = _flag(pc.is_in(flat.field("reason"), value_set=pa.array(list(_UNUSABLE))))
+        unusable[pc.list_parent_indices(decisions).to_numpy(zero_copy_only=False)[hit]] = True
+    return _flag(pc.equal(table.column("kind"), "code")) & last_role & ~unusable
+
+
+def _codes(values: Any) -> np.ndarray[Any, Any]:
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    codes: np.ndarray[Any, Any] = pc.dictionary_encode(array).indices.fill_null(-1).to_numpy(False)
+    return codes.astype(np.int64)
+
+
+def pair_sources(table: pa.Table) -> np.ndarray[Any, Any]:
+    """The rows :func:`auto_pairs` needs, as a mask: given only these (in order) it makes the same
+    pairs, in the same order, as given every row, so a large batch is not turned into dicts.
+
+    Kept: every member of a group (an instruction's answers, keyed by batch and parent id) that
+    could make a pair: one with a passing row no stage dropped and a failing one, or with a row
+    whose kept student attempts could pair with it (its difficulty detail names a failing attempt
+    and it passed, or a passing attempt and it failed). Whole groups are kept so the groups come
+    in the same order. Members with no parent id are grouped by their prompt, which only Python
+    compares: all of them are kept."""
+    members = _members(table)
+    if not members.any():
+        return members
+    scores = table.column("scores")
+    status = pc.struct_field(pc.struct_field(scores, "execution"), "status")
+    difficulty = pc.struct_field(scores, "difficulty")
+    passed = _flag(pc.equal(status, "passed")) & ~dropped_mask(table).to_numpy(zero_copy_only=False)
+    failed = _flag(pc.is_in(status, value_set=pa.array(list(_FAILED))))
+    detail = pc.struct_field(difficulty, "detail")
+    attempts = _flag(pc.equal(pc.struct_field(difficulty, "method"), "pass_rate"))
+    student = attempts & (
+        (passed & _flag(pc.match_substring(detail, '"failing"')))
+        | (failed & _flag(pc.match_substring(detail, '"passing"')))
+    )
+    parent = pc.struct_field(table.column("provenance"), "parent_id")
+    keyed = members & _flag(pc.not_equal(parent, ""))  # a parent id is set (and not empty)
+    rows = np.flatnonzero(keyed)
+    if not len(rows):
+        return members
+    taken = pa.array(rows, pa.int64())
+    batch, parents = _codes(table.column("batch").take(taken)), _codes(parent.take(taken))
+    _, group = np.unique((batch + 1) * (int(parents.max()) + 2) + parents + 1, return_inverse=True)
+    group = group.reshape(-1)
+
+    def any_of(flags: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        hit = np.zeros(int(group.max()) + 1, dtype=bool)
+        hit[group[flags[rows]]] = True
+        return hit
+
+    useful = (any_of(passed) & any_of(failed)) | any_of(student)
+    kept: np.ndarray[Any, Any] = members & ~keyed
+    kept[rows[useful[group]]] = True
+    return kept

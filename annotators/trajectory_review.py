@@ -19,9 +19,13 @@ import json
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ptfactory.annotators.pairs import preference_row
 
-__all__ = ["NO_WRONG_STEP", "prefix_pairs", "step_labels"]
+__all__ = ["NO_WRONG_STEP", "prefix_pairs", "prefix_sources", "step_labels"]
 
 NO_WRONG_STEP = -1  # Label.first_error when the expert found every step right
 
@@ -115,3 +119,36 @@ def _pair(row: dict[str, Any], wrong: int, solved: list[dict[str, Any]]) -> dict
         pair.update(steps=None, outcome=None, step_labels=None, annotation=None)
         return pair
     return None
+
+
+def prefix_sources(table: pa.Table) -> np.ndarray[Any, Any]:
+    """The rows :func:`prefix_pairs` needs, as a mask: every trajectory (a task id and steps) of a
+    task that has both a step labelled ``first_error`` and a solved rollout. Given only these it
+    makes the same pairs in the same order (whole tasks are kept, so they come in the same order),
+    and a batch without reviewed trajectories is not turned into dicts at all."""
+    n = table.num_rows
+    outcome = table.column("outcome")
+    task = pc.struct_field(outcome, "task_id")
+    steps = pc.fill_null(pc.list_value_length(table.column("steps")), 0).to_numpy(zero_copy_only=False)
+    member = np.asarray(pc.fill_null(pc.not_equal(task, ""), False).to_numpy(zero_copy_only=False), bool)
+    member &= steps > 0
+    labels = table.column("step_labels").combine_chunks()
+    flat = pc.list_flatten(labels)
+    wrong = np.zeros(n, dtype=bool)
+    if len(flat):
+        hit = pc.fill_null(pc.equal(flat.field("label"), "first_error"), False).to_numpy(zero_copy_only=False)
+        wrong[pc.list_parent_indices(labels).to_numpy(zero_copy_only=False)[hit]] = True
+    solved = pc.fill_null(pc.struct_field(outcome, "solved"), False).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(member)
+    if not len(rows):
+        return member
+    tasks = task.take(pa.array(rows, pa.int64()))
+    array = tasks.combine_chunks() if isinstance(tasks, pa.ChunkedArray) else tasks
+    codes = pc.dictionary_encode(array).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    both = np.zeros(int(codes.max()) + 1, dtype=bool)
+    with_wrong, with_solved = both.copy(), both.copy()
+    with_wrong[codes[wrong[rows]]] = True
+    with_solved[codes[np.asarray(solved, bool)[rows]]] = True
+    kept = np.zeros(n, dtype=bool)
+    kept[rows[(with_wrong & with_solved)[codes]]] = True
+    return kept
