@@ -1,0 +1,167 @@
+"""annotators/routing.py's ``route`` before it worked on Arrow columns (verbatim)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ptfactory.annotators.routing import RoutingConfig, _too_long, _why, audit_draw, uncertainty
+from ptfactory.storage.schema import AUDIT_REASON, SAMPLE_SCHEMA, add_decision, conform, is_waiting, live_rows
+from tests.annotators.rowwise.review import latest_copies
+
+STAGE = "route"
+
+Decision = tuple[str, str, str]  # verdict, reason, detail
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    uncertainty: float
+    position: int  # of its batch in the order, oldest first
+    sample_id: str
+    index: int  # row in its table (this batch's, or the earlier batches')
+    earlier: bool
+    waited: tuple[str, ...]  # later batches whose budget it competed for, this one included
+
+    def key(self) -> tuple[float, int, str]:
+        return (-self.uncertainty, self.position, self.sample_id)
+
+
+def _auto(scores: dict[str, Any] | None, config: RoutingConfig, kind: str | None = None) -> Decision | None:
+    """The automatic verdict, or None for a row that needs a human. A preference candidate is never
+    rejected automatically: a low score there means the judges' comparisons contradict the scores
+    that ordered the pair, and an expert settles which answer is better."""
+    scores = scores or {}
+    mean, spread = scores.get("judge_mean"), scores.get("judge_spread")
+    if mean is None:
+        if config.silent in ("accept", "reject"):
+            reason = f"auto_{config.silent}"
+            return (config.silent, reason, f"no counted judge vote; routing.silent is {config.silent}")
+        return None
+    detail = f"mean {mean:.2f}, spread {(spread or 0.0):.2f}"
+    if mean >= config.accept_at and (spread or 0.0) <= config.max_spread:
+        return ("accept", "auto_accept", detail)
+    if mean <= config.reject_at and kind != "preference":
+        return ("reject", "auto_reject", detail)
+    return None
+
+
+def _audit(verdict: dict[int, Decision], ids: list[str], config: RoutingConfig) -> None:
+    """Send the drawn share of automatic verdicts to blind review, within their own budget."""
+    draws = ((audit_draw(ids[i]), i) for i, (_, reason, _) in verdict.items() if reason.startswith("auto_"))
+    drawn = sorted((draw, i) for draw, i in draws if draw < config.audit_rate)
+    for _, i in drawn[: config.audit_budget]:
+        _, reason, detail = verdict[i]
+        verdict[i] = ("route", AUDIT_REASON, f"audit of {reason}; {detail}")
+
+
+def _waiting_earlier(
+    earlier: pa.Table | None, here: set[str], position: dict[str, int], order: list[str], current: str
+) -> tuple[pa.Table | None, list[_Candidate]]:
+    """Earlier batches' rows still waiting (newest copy of each), as candidates for this budget."""
+    if earlier is None or earlier.num_rows == 0:
+        return None, []
+    earlier = latest_copies(conform(earlier))
+    now = position[current]
+    out: list[_Candidate] = []
+    seen: set[str] = set()
+    rows = earlier.select(["sample_id", "batch", "scores", "decisions"]).to_pylist()
+    oldest_first = sorted(
+        range(len(rows)), key=lambda i: (position.get(rows[i]["batch"], -1), rows[i]["sample_id"])
+    )
+    for i in oldest_first:
+        row = rows[i]
+        sid, origin = row["sample_id"], row["batch"]
+        if origin == current or sid in here or sid in seen or not is_waiting(row["decisions"]):
+            continue
+        seen.add(sid)
+        start = position.get(origin, -1)
+        waited = tuple(order[start + 1 : now + 1])
+        out.append(_Candidate(uncertainty(row["scores"]), start, sid, i, True, waited))
+    return earlier, out
+
+
+def route(
+    table: pa.Table,
+    config: RoutingConfig,
+    *,
+    batch: str | None = None,
+    earlier: pa.Table | None = None,
+    order: Sequence[str] | None = None,
+) -> tuple[pa.Table, Counter[str]]:
+    """This batch's rows with a ``route`` decision each (accept, reject — a drop —, route or wait),
+    then the earlier batches' waiting rows that got a decision here (promoted, or waited too long).
+
+    ``batch``: this batch's key (default: the rows' ``batch``); ``earlier``: the stored routed
+    output of earlier batches; ``order``: batch keys oldest first (this batch is put last when
+    missing). Counts are per reason, over every decision made here.
+    """
+    rows = table.select(["sample_id", "batch", "kind", "scores"]).to_pylist()
+    current = batch if batch is not None else (rows[0]["batch"] if rows else "")
+    order = [b for b in (order or []) if b != current] + [current]
+    position = {b: i for i, b in enumerate(order)}
+    live = live_rows(table)
+    ids = [r["sample_id"] for r in rows]
+    verdict: dict[int, Decision] = {}
+    candidates: list[_Candidate] = []
+    for i in live:
+        auto = _auto(rows[i]["scores"], config, rows[i]["kind"])
+        if auto is not None:
+            verdict[i] = auto
+        else:
+            candidates.append(
+                _Candidate(uncertainty(rows[i]["scores"]), position[current], ids[i], i, False, ())
+            )
+    _audit(verdict, ids, config)
+    earlier_table, waiting = _waiting_earlier(earlier, set(ids), position, order, current)
+    candidates.extend(waiting)
+    earlier_rows = earlier_table.select(["scores"]).to_pylist() if earlier_table is not None else []
+    carried: dict[int, Decision] = {}
+    for rank, cand in enumerate(sorted(candidates, key=_Candidate.key)):
+        scores = earlier_rows[cand.index]["scores"] if cand.earlier else rows[cand.index]["scores"]
+        why = _why(scores)
+        if rank < config.review_budget and cand.earlier:
+            since = order[cand.position] if cand.position >= 0 else "an earlier batch"
+            decision: Decision = (
+                "route",
+                "needs_review",
+                f"{why}; review slot of batch {current}, waiting since {since}",
+            )
+        elif rank < config.review_budget:
+            decision = ("route", "needs_review", why)
+        elif not cand.earlier:
+            decision = ("wait", "waiting", f"{why}; review budget of {config.review_budget} used")
+        elif len(cand.waited) >= config.max_wait_batches:
+            decision = _too_long(why, cand.waited, config)
+        else:
+            continue  # still waiting: its own batch's copy says so
+        (carried if cand.earlier else verdict)[cand.index] = decision
+    routed = add_decision(
+        table,
+        STAGE,
+        [verdict[i][0] for i in live],
+        [verdict[i][1] for i in live],
+        [verdict[i][2] for i in live],
+        rows=live,
+    )
+    counts = Counter(verdict[i][1] for i in live) + Counter(d[1] for d in carried.values())
+    if carried and earlier_table is not None:
+        routed = pa.concat_tables([conform(routed), _copies(earlier_table, carried)])
+    return routed, counts
+
+
+def _copies(earlier: pa.Table, decided: dict[int, Decision]) -> pa.Table:
+    """The earlier rows decided here, each with its new decision appended (their batch unchanged)."""
+    indices = sorted(decided)
+    records = earlier.take(pa.array(indices, pa.int64())).to_pylist()
+    for record, index in zip(records, indices, strict=True):
+        verdict, reason, detail = decided[index]
+        record["decisions"] = [
+            *(record["decisions"] or []),
+            {"stage": STAGE, "verdict": verdict, "reason": reason, "detail": detail},
+        ]
+    return pa.Table.from_pylist(records, schema=SAMPLE_SCHEMA)
