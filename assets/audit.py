@@ -36,6 +36,8 @@ __all__ = ["AUDIT_CHECKS", "leak_key_cache", "publish_audit", "staged_leaks"]
 # the judged_samples checks a batch must have passed to be published; judges_counted is not one:
 # a judge that fails it is left out of that batch's aggregate and the batch goes on
 JUDGED_BLOCKING = ("judged_samples_schema_valid", "judged_samples_unique_ids")
+# what template_problems reads of a row
+_RENDERED = ["sample_id", "kind", "messages", "chosen", "rejected"]
 AUDIT_CHECKS = [
     "schema_valid",
     "unique_ids",
@@ -120,10 +122,11 @@ def publish_audit(factory: FactoryResource, judged: bool = True) -> Audit:
         ).hexdigest()[:16]
         delta = staged.delta
         if delta is not None and delta.passed("chat_template_renders", template=template):
-            rows = [r for t in delta.changed.values() for r in t.to_pylist()]  # a row renders on its own
+            # a row renders on its own: the rows put in are the only ones that can fail now
+            rows = [r for t in delta.changed.values() for r in t.select(_RENDERED).to_pylist()]
             extra = {"checked_rows": len(rows)}
         else:
-            rows, extra = staged.table.to_pylist(), {}
+            rows, extra = staged.table.select(_RENDERED).to_pylist(), {}
         problems = template_problems(rows, tokenizer)
         return CheckResult(
             "chat_template_renders",

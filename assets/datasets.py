@@ -19,7 +19,7 @@ from ptfactory.storage.assemble import assemble_preference, assemble_sft
 from ptfactory.storage.retract import retracted
 from ptfactory.storage.schema import row_texts
 from ptfactory.storage.split import split_table
-from ptfactory.storage.versions import AuditFailed, BaseMoved
+from ptfactory.storage.versions import AuditFailed, BaseMoved, PublishResult
 
 
 def _describe(name: str, body: dict[str, Any]) -> str:
@@ -164,6 +164,61 @@ def _index_published(factory: FactoryResource, table: pa.Table, name: str, versi
     )
 
 
+def _publish_rows(
+    context: dg.AssetExecutionContext,
+    factory: FactoryResource,
+    name: str,
+    table: pa.Table,
+    *,
+    common: dict[str, Any],
+    extra: dict[str, Any],
+) -> tuple[PublishResult, pa.Table, str]:
+    """Publish ``table`` (every row the version should hold): as the change over the latest version
+    when one can be found (only the rows that changed are split, mended, written and audited), else
+    whole. Returns the result, the rows it put in (to index), and how it was published."""
+    config = factory.config
+    datasets = factory.datasets()
+    price = config.engines.generator.price_per_mtok
+    versions = datasets.versions(name)
+    parent = datasets.manifest(name, versions[-1]) if versions else None
+    change = None
+    if parent is not None:
+        change = plan_change(
+            datasets,
+            parent,
+            table,
+            config_hash=common["config_hash"],
+            fraction=config.datasets.validation_fraction,
+            dedup=config.dedup.to_config(),
+            cache=leak_key_cache(factory),
+        )
+    if parent is not None and change is not None:
+        stats = _version_stats(price, {**extra, "moved_to_train": change.moved})
+        try:
+            result = datasets.publish_delta(
+                name, change.upserts, change.removed, base=parent.version, stats=stats, **common
+            )
+            how = (
+                f"delta: {change.rows.num_rows} row(s) in, {len(change.removed)} out, "
+                f"{change.read_rows} row(s) of v{parent.version} read"
+            )
+            return result, change.rows, how
+        except BaseMoved:
+            context.log.info(f"{name} moved on while this run planned its change: publishing every row")
+    splits, moved = _without_leaks(
+        split_table(table, config.datasets.validation_fraction), config.dedup.to_config()
+    )
+    # near duplicates of train rows that the split had held out: moved_to_train
+    stats = _version_stats(price, {**extra, "moved_to_train": moved})
+    result = datasets.publish(
+        name,
+        splits if len(splits) > 1 else splits["train"],  # one split: plain part-*.parquet shards
+        stats=stats,
+        **common,
+    )
+    return result, table, "full table"
+
+
 def _publish(
     context: dg.AssetExecutionContext, factory: FactoryResource, curated: pa.Table, kind: str
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
@@ -204,44 +259,10 @@ def _publish(
         "batches": assembled.batches,
         "audit": publish_audit(factory),
     }
-    price = config.engines.generator.price_per_mtok
-    versions = datasets.versions(name)
-    change = None
-    if versions:
-        parent = datasets.manifest(name, versions[-1])
-        change = plan_change(
-            datasets,
-            parent,
-            assembled.table,
-            config_hash=common["config_hash"],
-            fraction=config.datasets.validation_fraction,
-            dedup=config.dedup.to_config(),
-            cache=leak_key_cache(factory),
-        )
     try:
-        result, added = None, assembled.table
-        if change is not None:
-            # only the rows that changed since the latest version: the publish and its audit cost them
-            stats = _version_stats(price, {**extra, "moved_to_train": change.moved})
-            try:
-                result = datasets.publish_delta(
-                    name, change.upserts, change.removed, base=parent.version, stats=stats, **common
-                )
-                added = change.rows
-            except BaseMoved:
-                context.log.info(f"{name} moved on while this run planned its change; publishing it whole")
-        if result is None:
-            splits, moved = _without_leaks(
-                split_table(assembled.table, config.datasets.validation_fraction), config.dedup.to_config()
-            )
-            # near duplicates of train rows that the split had held out: moved_to_train
-            stats = _version_stats(price, {**extra, "moved_to_train": moved})
-            result = datasets.publish(
-                name,
-                splits if len(splits) > 1 else splits["train"],  # one split: plain part-*.parquet shards
-                stats=stats,
-                **common,
-            )
+        result, added, how = _publish_rows(
+            context, factory, name, assembled.table, common=common, extra=extra
+        )
     except AuditFailed as refused:
         # nothing published, no alias moved: the failed checks (blocking) stop the run here
         context.log.error(str(refused))
@@ -273,12 +294,7 @@ def _publish(
             "batches": dg.MetadataValue.text(", ".join(manifest.batches)),
             "dedup_index_added": dg.MetadataValue.int(indexed),
             # how the version was made: the rows that changed over the latest (delta) or every row
-            "publish": dg.MetadataValue.text(
-                f"delta: {change.rows.num_rows} row(s) in, {len(change.removed)} out, "
-                f"{change.read_rows} row(s) of v{parent.version} read"
-                if change is not None and added is not assembled.table
-                else "full table"
-            ),
+            "publish": dg.MetadataValue.text(how),
             "left_out": counts_md(assembled.skipped, "reason"),
             # the version's (an unchanged republish keeps the existing version's)
             **_calibration_metadata(manifest.stats),

@@ -21,11 +21,11 @@ merged table the full way: rare, and the same result.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from ptfactory.errors import PublishError
@@ -33,13 +33,11 @@ from ptfactory.storage.audit import Audit
 from ptfactory.storage.fs import Store
 from ptfactory.storage.manifest import Manifest
 from ptfactory.storage.refs import check_name
-from ptfactory.storage.schema import conform, validate_table
+from ptfactory.storage.schema import SAMPLE_SCHEMA, conform, validate_table
 from ptfactory.storage.staging import Place, PublishRequest, StagedShards, Stats
 from ptfactory.storage.touched import apply, merged, plan
 
 __all__ = ["BaseMoved", "DeltaRequest"]
-
-_Array = np.ndarray[Any, np.dtype[Any]]
 
 
 class BaseMoved(PublishError):
@@ -90,10 +88,11 @@ class DeltaRequest:
         for split, given in named.items():
             table = conform(given)
             validate_table(table)
-            tables[split] = table
+            if table.num_rows:  # an empty split in a change changes nothing
+                tables[split] = table
         ids = [i for t in tables.values() for i in t.column("sample_id").to_pylist()]
         if len(set(ids)) != len(ids):
-            repeated = sorted({i for i in ids if ids.count(i) > 1})[:5]
+            repeated = sorted(i for i, n in Counter(ids).items() if n > 1)[:5]
             raise PublishError(f"{name}: upserted sample_id(s) {', '.join(repeated)} appear more than once")
         gone = frozenset(str(i) for i in removed)
         both = sorted(gone & set(ids))
@@ -141,7 +140,8 @@ class DeltaRequest:
                 "compute it again over the latest version"
             )
         if parent is None or parent_dir is None:  # a first version: the upserts are the whole table
-            return self._full(self.upserts, store, work, place=place, after_split=after_split, parent=None)
+            first = self.upserts or {"train": SAMPLE_SCHEMA.empty_table()}
+            return self._full(first, store, work, place=place, after_split=after_split, parent=None)
         planned = plan(self, store, parent, parent_dir)
         if planned is None or place is None:
             whole = merged(self, store, parent, parent_dir)

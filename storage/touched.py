@@ -93,7 +93,7 @@ def plan(request: DeltaRequest, store: Store, parent: Manifest, parent_dir: str)
     keys = bucket_of(touching)
     by_file = {s.file: s for s in parent.shards}
     before = _split_rows(parent)
-    plan: list[_Bucket] = []
+    found: list[_Bucket] = []
     for split, files in parent.splits.items():
         buckets = parent.buckets[split]
         prefix = "part" if single else split
@@ -112,11 +112,11 @@ def plan(request: DeltaRequest, store: Store, parent: Manifest, parent_dir: str)
             add = np.flatnonzero(of_upsert == index) if of_upsert is not None else np.zeros(0, np.int64)
             if (drop is None or not pc.any(drop).as_py()) and not len(add):
                 continue
-            plan.append(_Bucket(split, int(index), file, old, drop, add))
+            found.append(_Bucket(split, int(index), file, old, drop, add))
         after = before[split] - dropped + (upserts.num_rows if upserts is not None else 0)
         if after == 0 or bucket_count(after, request.shard_rows, buckets) != buckets:
             return None
-    return plan
+    return found
 
 
 def merged(request: DeltaRequest, store: Store, parent: Manifest, parent_dir: str) -> dict[str, pa.Table]:
@@ -157,16 +157,24 @@ def apply(
         buckets = parent.buckets[bucket.split]
         upserts = request.upserts.get(bucket.split, SAMPLE_SCHEMA.empty_table())
         added = upserts.take(pa.array(bucket.add, pa.int64()))
-        parts, gone = [added], SAMPLE_SCHEMA.empty_table()
+        rows = SAMPLE_SCHEMA.empty_table()
         if bucket.old is not None and bucket.drop is not None:
             rows = conform(read_shard(store, parent_dir, bucket.old))
-            parts.append(rows.filter(pc.invert(bucket.drop)))
-            gone = rows.filter(bucket.drop)
-        merged = pa.concat_tables(parts)
-        merged = merged.take(pc.sort_indices(merged, [("sample_id", "ascending")]))
-        hashes, gone_hashes, added_hashes = row_hashes(merged), row_hashes(gone), row_hashes(added)
-        if hashes is None or gone_hashes is None or added_hashes is None:
+        # one table of the old rows then the added ones, hashed once; the merged shard is a single
+        # take of it (the kept old rows and the added ones, in sample_id order)
+        both = pa.concat_tables([rows, added])
+        hashed = row_hashes(both)
+        if hashed is None:
             raise PublishError(f"{request.name}: rows polars cannot hash; publish the whole table instead")
+        dropped = np.zeros(rows.num_rows, bool) if bucket.drop is None else np.asarray(bucket.drop, bool)
+        keep = np.concatenate([np.flatnonzero(~dropped), np.arange(rows.num_rows, both.num_rows)])
+        ids = both.column("sample_id").take(pa.array(keep, pa.int64()))
+        order = keep[np.asarray(pc.sort_indices(ids), np.int64)]
+        merged = both.take(pa.array(order, pa.int64()))
+        hashes = hashed[order]
+        gone_at = np.flatnonzero(dropped)
+        gone = rows.take(pa.array(gone_at, pa.int64()))
+        gone_hashes, added_hashes = hashed[gone_at], hashed[rows.num_rows :]
         change = _Change(
             removed=Totals.of(gone),
             added=Totals.of(added),

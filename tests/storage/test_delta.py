@@ -165,3 +165,31 @@ def test_bad_changes_are_refused_and_publish_nothing(tmp_path: Path, rows: Calla
     with pytest.raises(BaseMoved, match="computed over v1 but the latest is v2"):
         store.publish_delta("sft", _relabel(table, 1, "y").slice(1, 1), base=1, kind="sft", config_hash="c")
     assert store.versions("sft") == [1, 2]
+
+
+def test_a_delta_on_s3_reads_the_touched_buckets_and_copies_the_rest_server_side(
+    s3_home: str, tmp_path: Path, rows: Callable[..., pa.Table]
+) -> None:
+    train, validation = rows(40), rows(10, start=500)
+    remote, local = DatasetStore(s3_home), DatasetStore(str(tmp_path / "local"))
+    for store in (remote, local):
+        store.publish(
+            "sft", {"train": train, "validation": validation}, kind="sft", config_hash="c", shard_rows=10
+        )
+    changed = _relabel(train, 21, "expert")
+    made = remote.publish_delta(
+        "sft", {"train": changed.slice(21, 1)}, base=1, kind="sft", config_hash="c", shard_rows=10
+    )
+    expected = local.publish(
+        "sft",
+        {"train": changed, "validation": validation},
+        kind="sft",
+        config_hash="c",
+        shard_rows=10,
+        batches=["b1", "expert"],
+    )
+    assert _content(made.manifest) == _content(expected.manifest)
+    assert [s.reused_from for s in made.manifest.shards].count(None) == 1
+    remote.verify("sft@v2")
+    assert _rows_of(remote, "sft@v2") == _rows_of(local, "sft@v2")
+    assert not remote.store.find(remote.store.path("sft", ".staging"))
