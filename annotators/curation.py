@@ -135,7 +135,7 @@ def _review(
     if row.get("steps") and label.first_error is not None:
         row["step_labels"] = step_labels(len(row["steps"]), label.first_error, who)
         keys.append("step_labelled")
-    if row["kind"] == "preference" or label.preference:
+    if label.preference:  # an A/B choice; a verdict on a pair (accept/reject) follows below
         if label.preference == "tie":
             trail.append({"stage": STAGE, "verdict": "reject", "reason": "human_tie", "detail": f"by {who}"})
             keys.append("rejected")

@@ -33,7 +33,9 @@ NO_WRONG_STEP = -1  # Label.first_error when the expert found every step right
 def step_labels(n_steps: int, first_error: int, annotator: str) -> list[dict[str, Any]]:
     """``ok`` for each step before the first wrong one, ``first_error`` for it (all ``ok`` when
     ``first_error`` is :data:`NO_WRONG_STEP`)."""
-    last = n_steps if first_error == NO_WRONG_STEP else min(first_error, n_steps - 1) + 1
+    if first_error >= n_steps:
+        return []  # not one of this trajectory's steps (its steps changed since the task was pushed)
+    last = n_steps if first_error == NO_WRONG_STEP else first_error + 1
     return [
         {"step": i, "label": "first_error" if i == first_error else "ok", "annotator": annotator}
         for i in range(last)

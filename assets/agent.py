@@ -168,7 +168,7 @@ def agent_trajectories(
         replayed, reproduced = _replay(unique, pool, factory.config.agent.replay_sample, batch)
     finally:
         pool.close()
-    rates = solve_rate_difficulty(unique)
+    rates = solve_rate_difficulty(unique, Counter(r["sample_id"] for r in rows))
     derived = training_rows(unique)
     table, _ = trajectory_table([*unique, *derived])
     references = sum(1 for r in rows if is_reference(r))

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from ptfactory.annotators.judges import LLMJudge, Panel, PanelReport
 from ptfactory.annotators.judges.pairwise import PairwiseReport, preference_candidates
-from ptfactory.annotators.judges.panel import STAGE, judged_rows, means_by_drop_reason
+from ptfactory.annotators.judges.panel import STAGE, judged_rows, means_by_drop_reason, pair_candidate_rows
 from ptfactory.assets.budget import budget_metadata, judge_engines, metered, stage_guard, within_budget
 from ptfactory.assets.common import check_specs, preview_md, schema_check, unique_ids_check
 from ptfactory.assets.partitions import batch_partitions
@@ -94,9 +94,10 @@ def pairwise_md(pairwise: PairwiseReport) -> dict[str, dg.MetadataValue]:
     lines = ["| judge | pairs | swap consistency | agrees with the score gap |", "|---|---|---|---|"]
     for name, consistency in pairwise.consistency.items():
         agree, decided = pairwise.agreement[name]
-        out[f"swap_consistency_{name}"] = dg.MetadataValue.float(round(consistency or 0.0, 4))
+        if consistency is not None:
+            out[f"swap_consistency_{name}"] = dg.MetadataValue.float(round(consistency, 4))
         lines.append(
-            f"| {name} | {len(pairwise.rows)} | {(consistency or 0.0):.1%} | "
+            f"| {name} | {len(pairwise.rows)} | {'n/a' if consistency is None else f'{consistency:.1%}'} | "
             + (f"{agree:.1%} of {decided} |" if agree is not None else "n/a |")
         )
     out["pairwise"] = dg.MetadataValue.md("\n".join(lines))
@@ -148,12 +149,8 @@ def judged_samples(
         panel = factory.panel()
         table, report = panel.judge_table(rows)
         # the best and the worst answer of an instruction, compared in both orders: a preference row
-        scored_sft = pc.and_(
-            pc.and_(pc.equal(table.column("kind"), "sft"), pc.invert(dropped_mask(table))),
-            pc.is_valid(pc.struct_field(table.column("scores"), "judge_mean")),
-        )
         pairwise = preference_candidates(
-            table.filter(pc.fill_null(scored_sft, False)).to_pylist(),
+            pair_candidate_rows(table, config.datasets.pair_margin),
             [j for j in panel.judges if isinstance(j, LLMJudge)],
             config.datasets.pair_margin,
             panel.weights,

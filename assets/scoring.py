@@ -118,7 +118,7 @@ def routed_samples(
     every live row is dropped as ``budget_exhausted`` (held back) until a rerun finishes the batch."""
     batch = context.partition_key
     guard = stage_guard(context, factory, "routed_samples")
-    stops = guard.ledger.stops(guard.run_id)
+    stops = guard.ledger.stops(guard.run_id, batch)
     if stops and not guard.budget.publish_partial:
         held = held_back(judged_samples, stops)
         return dg.MaterializeResult(

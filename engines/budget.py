@@ -222,10 +222,13 @@ class BudgetLedger:
             "INSERT INTO stops VALUES (?,?,?,?,?)", (run_id, batch, asset, reason, time.time())
         )
 
-    def stops(self, run_id: str) -> list[tuple[str, str]]:
-        """(asset, reason) of every stage of the run that stopped at a budget, in order."""
+    def stops(self, run_id: str, batch: str | None = None) -> list[tuple[str, str]]:
+        """(asset, reason) of every stage of the run that stopped at a budget, in order; with
+        ``batch``, only on that batch (a run over several partitions holds back only the batches
+        that stopped)."""
         rows = self._connect().execute(
-            "SELECT asset, reason FROM stops WHERE run_id = ? ORDER BY at", (run_id,)
+            "SELECT asset, reason FROM stops WHERE run_id = ? AND (? IS NULL OR batch = ?) ORDER BY at",
+            (run_id, batch, batch),
         )
         return [(str(a), str(r)) for a, r in rows]
 

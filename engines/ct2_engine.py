@@ -225,6 +225,11 @@ class CTranslate2Engine(Engine):
             start = end
         return [results[i] for i in range(len(prompts))]
 
+    def count_tokens(self, prompts: Sequence[Prompt]) -> list[int]:
+        """Exactly the context tokens scoring feeds the model for each prompt (budgets, stats)."""
+        _, tokenizer = self._load()
+        return [len(score_token_ids(tokenizer, p, "")[0]) for p in prompts]
+
     def close(self) -> None:
         if self._delegate is not None:
             self._delegate.close()

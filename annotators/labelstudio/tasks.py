@@ -25,7 +25,7 @@ def _is_audit(row: dict[str, Any]) -> bool:
 
 def queue_of(row: dict[str, Any]) -> str:
     queue = str(row["kind"]) if row["kind"] in REVIEW_QUEUES else "sft"
-    if row.get("steps"):
+    if row.get("steps") and row["kind"] in ("agent", "sft"):
         queue = "agent"  # a trajectory (kind agent, or made an sft row) is reviewed step by step
     return audit_queue(queue) if _is_audit(row) else queue
 

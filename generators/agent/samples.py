@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ptfactory.generators.agent.reference import REFERENCE_BACKEND
@@ -33,11 +33,15 @@ def is_reference(row: dict[str, Any]) -> bool:
     return (row.get("provenance") or {}).get("engine") == REFERENCE_BACKEND
 
 
-def solve_rate_difficulty(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+def solve_rate_difficulty(
+    rows: Sequence[dict[str, Any]], rollouts: Mapping[str, int] | None = None
+) -> dict[str, float]:
     """Mark every live row's difficulty and too_easy / unsolvable drops, in place; returns the solve
     rate per task. Rows already dropped (``not_reproducible``) do not count, nor do reference
     episodes: a task the model never solves but its reference does is ``hard`` (kept), not
-    ``unsolvable``."""
+    ``unsolvable``. ``rollouts``: how many rollouts each sample_id stands for (identical rollouts
+    are one sample, but each counts in the rate; default one)."""
+    weight = rollouts or {}
     by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         if _live(row):
@@ -45,11 +49,12 @@ def solve_rate_difficulty(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     rates = {}
     for task, group in by_task.items():
         model = [r for r in group if not is_reference(r)]
-        solved = sum(1 for r in model if r["outcome"]["solved"])
-        rate = solved / len(model) if model else 0.0
+        solved = sum(weight.get(r["sample_id"], 1) for r in model if r["outcome"]["solved"])
+        total = sum(weight.get(r["sample_id"], 1) for r in model)
+        rate = solved / total if total else 0.0
         rates[task] = rate
         referenced = any(r["outcome"]["solved"] for r in group if is_reference(r))
-        detail = f"{solved} of {len(model)} rollouts solved the task" + (
+        detail = f"{solved} of {total} rollouts solved the task" + (
             "; its reference solution did" if referenced else ""
         )
         reason = "too_easy" if rate == 1 else "unsolvable" if rate == 0 and not referenced else "in_band"

@@ -75,6 +75,14 @@ def test_difficulty_is_one_minus_the_solve_rate() -> None:
     assert reasons(rows[6]) == [] and rows[6]["scores"]["difficulty"]["value"] == 1.0
 
 
+def test_identical_rollouts_are_one_sample_but_each_counts_in_the_rate() -> None:
+    solved, failed = episode("t", 0, True, 1), episode("t", 1, False, 2)
+    # three rollouts said and did the same (one sample_id), a fourth failed: 3 of 4 solved
+    rates = solve_rate_difficulty([solved, failed], {solved["sample_id"]: 3, failed["sample_id"]: 1})
+    assert rates == {"t": 0.75}
+    assert solved["scores"]["difficulty"]["detail"] == "3 of 4 rollouts solved the task"
+
+
 def test_solved_episodes_become_sft_rows_and_pairs() -> None:
     rows = [
         episode("t", 0, True, 2),

@@ -163,3 +163,29 @@ def test_no_pair_when_the_solved_rollout_took_the_same_action_or_another_path() 
     none_wrong = curate(from_records([failed]), _labels([(failed["sample_id"], "none", "accept")]))
     (row,) = none_wrong.table.to_pylist()
     assert [s["label"] for s in row["step_labels"]] == ["ok", "ok", "ok"]
+
+
+def test_an_agent_pair_goes_to_the_ab_queue_and_a_rejection_drops_it() -> None:
+    from ptfactory.generators.agent.samples import training_rows
+
+    failed = trajectory([LS, WRONG], solved=False)
+    solved = trajectory([LS, FIX], solved=True)
+    rows = from_records([failed, solved]).to_pylist()
+    for row in rows:
+        row["decisions"] = [{"stage": "agent", "verdict": "keep", "reason": "episode", "detail": None}]
+    (pair,) = [r for r in training_rows(rows) if r["kind"] == "preference"]
+    pair["decisions"] = [
+        *pair["decisions"],
+        {"stage": "route", "verdict": "route", "reason": "needs_review", "detail": None},
+    ]
+    assert pair["steps"] and queue_of(pair) == "preference"  # an A/B task, though it carries steps
+    events = _labels([(pair["sample_id"], "none", "reject")])
+    (curated,) = [
+        r
+        for r in curate(from_records([pair]), events).table.to_pylist()
+        if r["sample_id"] == pair["sample_id"]
+    ]
+    assert (curated["decisions"][-1]["verdict"], curated["decisions"][-1]["reason"]) == (
+        "reject",
+        "human_reject",
+    )

@@ -75,6 +75,7 @@ def test_a_stage_stops_at_its_budget_keeps_what_finished_and_a_rerun_sends_only_
     assert spent.usd == pytest.approx(counted * PRICE / 1e6)
     assert guard.stopped is not None and guard.stopped.startswith("tokens")
     assert ledger.stops("r1") == [("candidate_responses", guard.stopped)]
+    assert ledger.stops("r1", guard.batch) == ledger.stops("r1") and ledger.stops("r1", "another") == []
 
     # a rerun with a larger budget: the finished chunk comes from the cache, the rest is sent
     rerun = _guard(ledger, "r2", tokens=1_000_000)

@@ -51,7 +51,7 @@ def curate(routed: pa.Table, events: pa.Table, accept_at: float = 7.0, pairs: bo
         if row.get("steps") and label.first_error is not None:
             row["step_labels"] = step_labels(len(row["steps"]), label.first_error, who)
             counts["step_labelled"] += 1
-        if row["kind"] == "preference" or label.preference:
+        if label.preference:  # an A/B choice; a verdict on a pair (accept/reject) follows below
             if label.preference == "tie":
                 trail.append(
                     {"stage": STAGE, "verdict": "reject", "reason": "human_tie", "detail": f"by {who}"}
