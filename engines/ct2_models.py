@@ -96,8 +96,7 @@ def ct2_model_dir(model: str, state: Path | None = None) -> Path:
     if model in BUNDLED:
         target = _models_dir(state) / f"{BUNDLED[model].name}.ct2"
     else:
-        digest = hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:12]
-        target = _models_dir(state) / "ct2" / f"{source.name}-{digest}"
+        target = _models_dir(state) / "ct2" / f"{source.name}-{_fingerprint(source)}"
     if (target / "model.bin").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -105,6 +104,18 @@ def ct2_model_dir(model: str, state: Path | None = None) -> Path:
         if not (target / "model.bin").is_file():
             _convert(source, target)
     return target
+
+
+def _fingerprint(source: Path) -> str:
+    """The folder's path and what is in it (config, tokenizer and weight files: name, size, mtime),
+    so new weights written into the same folder (a model retrained in place) get a new conversion
+    instead of the old one."""
+    parts = [str(source.resolve())]
+    for file in sorted(source.iterdir()):
+        if file.is_file() and file.suffix in (".json", ".safetensors", ".bin", ".gguf", ".model"):
+            stat = file.stat()
+            parts.append(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
 def _convert(source: Path, target: Path) -> None:

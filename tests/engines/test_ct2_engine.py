@@ -150,3 +150,25 @@ def test_bundled_smollm2_on_ctranslate2_answers_and_scores_like_transformers() -
     assert right.mean_nll < wrong.mean_nll
     for mine, ref in zip((right, wrong), hf.score(question * 2, conts), strict=True):
         assert max(abs(a - b) for a, b in zip(mine.logprobs, ref.logprobs, strict=True)) < 1e-3
+
+
+def test_new_weights_in_the_same_folder_get_a_new_conversion(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setenv("PTF_MODELS_DIR", str(tmp_path / "models"))
+    folder = tmp_path / "retrained"
+    shutil.copytree(tiny_model, folder)
+    first = ct2_model_dir(str(folder))
+    assert ct2_model_dir(str(folder)) == first
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.01)
+    model.save_pretrained(folder)  # a model retrained into the same output folder
+    second = ct2_model_dir(str(folder))
+    assert second != first and (second / "model.bin").read_bytes() != (first / "model.bin").read_bytes()
