@@ -58,7 +58,19 @@ __all__ = [
 ]
 
 STAGE = "route"
-ROUTES = ("auto_accept", "needs_review", "waiting", "auto_reject", AUDIT_REASON, "waited_too_long")
+# a preference row no judge scores because the sandbox vouches for it (an agent's solved rollout
+# over a failed one): accepted as verified. Pairs the judges compare are "pairwise_candidate" rows.
+VERIFIED_PAIR = "verified_pair"
+_COMPARED = "pairwise_candidate"
+ROUTES = (
+    "auto_accept",
+    "needs_review",
+    "waiting",
+    "auto_reject",
+    AUDIT_REASON,
+    "waited_too_long",
+    VERIFIED_PAIR,
+)
 CONFIDENCE_WEIGHT = 3.0
 UNKNOWN_CONFIDENCE = 0.5
 
@@ -227,15 +239,21 @@ def route(
     position = {b: i for i, b in enumerate(order)}
     live = np.asarray(live_rows(table), dtype=np.int64)
     scores = _Scores(table)
-    preference = pc.equal(table.column("kind"), "preference").fill_null(False).to_numpy(False)
-    reasons = _auto(scores, preference.astype(bool), config)
+    preference = pc.equal(table.column("kind"), "preference").fill_null(False).to_numpy(False).astype(bool)
+    method = pc.struct_field(table.column("provenance"), "method").fill_null("")
+    verified = preference & ~scores.has_mean & pc.not_equal(method, _COMPARED).to_numpy(False).astype(bool)
+    reasons = _auto(scores, preference, config)
+    reasons[verified] = VERIFIED_PAIR
     is_auto = reasons[live] != ""
     auto, disputed = live[is_auto], live[~is_auto]
     verdict: dict[int, Decision] = {}
     for i, detail in zip(auto.tolist(), scores.auto_detail(auto, config.silent), strict=True):
         reason = reasons[i]
+        if reason == VERIFIED_PAIR:
+            verdict[i] = ("accept", reason, "a pair the sandbox vouches for: no judge scores it")
+            continue
         verdict[i] = (reason.removeprefix("auto_"), reason, detail)
-    for i in _audit(auto.tolist(), ids, config):
+    for i in _audit([i for i in auto.tolist() if reasons[i] != VERIFIED_PAIR], ids, config):
         _, reason, detail = verdict[i]
         verdict[i] = ("route", AUDIT_REASON, f"audit of {reason}; {detail}")
     here = pa.array(ids, pa.string())

@@ -94,6 +94,10 @@ def default_judges() -> list[JudgeSpec]:
             family="gemma3",
             prompt="completion",  # a base model: no chat template
             scoring="likelihood",
+            # Gemma's 262k-token vocabulary spreads probability thinner than SmolLM2's 49k: on the
+            # demo batch the median Min-K% statistic was -4.66 against SmolLM2's -3.21, so its
+            # borderline point sits 1.5 lower and the two families' votes share one scale
+            likelihood_center=-5.0,
         ),
         JudgeSpec(name="minilm-relevance", type="relevance"),
         JudgeSpec(name="execution", type="execution"),

@@ -101,8 +101,10 @@ def judged_rows(table: pa.Table) -> list[int]:
     so the execution vote is graded over passes and failures and pass-over-fail pairs can be
     built); and rows the difficulty stage dropped, so each difficulty reason can be checked
     against the panel (:func:`means_by_drop_reason`). Dropped rows keep their drop: they never
-    reach SFT, routing or review."""
-    live = pc.invert(dropped_mask(table))
+    reach SFT, routing or review. A preference row is not scored on its own: a pair is judged by
+    comparison (:mod:`~ptfactory.annotators.judges.pairwise`) or vouched for by the sandbox (an
+    agent's solved rollout over a failed one)."""
+    live = pc.and_(pc.invert(dropped_mask(table)), pc.not_equal(table.column("kind"), "preference"))
     executed = pc.and_(
         pc.equal(table.column("kind"), "code").fill_null(False),
         pc.is_valid(pc.struct_field(table.column("scores"), "execution")),

@@ -137,3 +137,34 @@ def test_real_judges_compare_real_pairs_in_both_orders(model: str, style: str, s
     assert decided == round(consistency * len(report.rows))
     routed, _ = route(from_records(report.rows), RoutingConfig(audit_rate=0.0))
     assert routed.num_rows == len(report.rows)
+
+
+def test_a_pair_the_sandbox_vouches_for_is_not_judged_and_is_accepted_as_verified() -> None:
+    from ptfactory.annotators.judges.panel import judged_rows
+
+    prompt = [{"role": "user", "content": "fix the test"}]
+    solved, failed = (
+        [{"role": "assistant", "content": "fixed"}],
+        [{"role": "assistant", "content": "gave up"}],
+    )
+    agent_pair = {
+        "sample_id": sample_id("preference", prompt, chosen=solved, rejected=failed),
+        "batch": "b1",
+        "kind": "preference",
+        "messages": prompt,
+        "chosen": solved,
+        "rejected": failed,
+        "provenance": {"method": "agent_rollout"},
+        "decisions": [
+            {"stage": "agent_pairs", "verdict": "keep", "reason": "solved_over_failed", "detail": None}
+        ],
+    }
+    biased = LLMJudge("biased", engine=Letters(model_id="biased", biased=True))
+    undecided = preference_candidates(ROWS[:2], [biased], margin=2.0).rows  # every judge abstained
+    table = from_records([agent_pair, *undecided, ROWS[0]])
+    assert judged_rows(table) == [2]  # pairs get no pointwise vote: only the sft answer
+    routed, counts = route(table.slice(0, 2), RoutingConfig(audit_rate=1.0))
+    last = [r["decisions"][-1] for r in routed.to_pylist()]
+    assert (last[0]["verdict"], last[0]["reason"]) == ("accept", "verified_pair")  # never audited
+    assert (last[1]["verdict"], last[1]["reason"]) == ("route", "needs_review")  # compared, undecided
+    assert counts == {"verified_pair": 1, "needs_review": 1}

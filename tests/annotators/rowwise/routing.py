@@ -31,12 +31,16 @@ class _Candidate:
         return (-self.uncertainty, self.position, self.sample_id)
 
 
-def _auto(scores: dict[str, Any] | None, config: RoutingConfig, kind: str | None = None) -> Decision | None:
+def _auto(
+    scores: dict[str, Any] | None, config: RoutingConfig, kind: str | None = None, method: str | None = None
+) -> Decision | None:
     """The automatic verdict, or None for a row that needs a human. A preference candidate is never
     rejected automatically: a low score there means the judges' comparisons contradict the scores
     that ordered the pair, and an expert settles which answer is better."""
     scores = scores or {}
     mean, spread = scores.get("judge_mean"), scores.get("judge_spread")
+    if mean is None and kind == "preference" and method != "pairwise_candidate":
+        return ("accept", "verified_pair", "a pair the sandbox vouches for: no judge scores it")
     if mean is None:
         if config.silent in ("accept", "reject"):
             reason = f"auto_{config.silent}"
@@ -100,7 +104,7 @@ def route(
     output of earlier batches; ``order``: batch keys oldest first (this batch is put last when
     missing). Counts are per reason, over every decision made here.
     """
-    rows = table.select(["sample_id", "batch", "kind", "scores"]).to_pylist()
+    rows = table.select(["sample_id", "batch", "kind", "scores", "provenance"]).to_pylist()
     current = batch if batch is not None else (rows[0]["batch"] if rows else "")
     order = [b for b in (order or []) if b != current] + [current]
     position = {b: i for i, b in enumerate(order)}
@@ -109,7 +113,7 @@ def route(
     verdict: dict[int, Decision] = {}
     candidates: list[_Candidate] = []
     for i in live:
-        auto = _auto(rows[i]["scores"], config, rows[i]["kind"])
+        auto = _auto(rows[i]["scores"], config, rows[i]["kind"], (rows[i]["provenance"] or {}).get("method"))
         if auto is not None:
             verdict[i] = auto
         else:
