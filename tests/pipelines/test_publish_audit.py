@@ -12,12 +12,13 @@ import pyarrow as pa
 import pytest
 
 from ptfactory.assets.audit import publish_audit
-from ptfactory.assets.datasets import sft_dataset
+from ptfactory.assets.datasets import preference_dataset, sft_dataset
 from ptfactory.assets.resources import FactoryResource, SampleIOManager
 from ptfactory.pipelines.annotate import _failed
 from ptfactory.storage.assetstore import AssetStore
 from ptfactory.storage.audit import checks_metadata
 from ptfactory.storage.retract import retract
+from ptfactory.storage.schema import from_records, sample_id
 from ptfactory.storage.split import held_out, split_table
 from ptfactory.storage.versions import AuditFailed, DatasetStore
 from tests.filters.test_leaks import QUESTIONS, _table
@@ -208,3 +209,51 @@ def test_a_new_label_publishes_and_audits_only_the_change(
         )
     assert refused.value.failed[0].rows == (held.column("sample_id")[0].as_py(),)
     assert store.versions("sft") == [1, 2, 3]
+
+
+def test_a_preference_dataset_publishes_a_changed_pair_as_a_change(
+    home: Path, tmp_path: Path, tiny_model: Path
+) -> None:
+    config = tmp_path / "factory.yaml"
+    config.write_text(
+        f"engines:\n  generator: {{model: {tiny_model}}}\n"
+        "dedup: {threshold: 0.7}\ndatasets: {validation_fraction: 0.5}\nstorage: {shard_rows: 2}\n"
+    )
+    records = []
+    for text in QUESTIONS.values():
+        messages = [{"role": "user", "content": text}]
+        chosen = [{"role": "assistant", "content": f"A careful answer to: {text}"}]
+        rejected = [{"role": "assistant", "content": f"No idea about: {text}"}]
+        records.append(
+            {
+                "sample_id": sample_id("preference", messages, chosen=chosen, rejected=rejected),
+                "batch": "b1",
+                "kind": "preference",
+                "messages": messages,
+                "chosen": chosen,
+                "rejected": rejected,
+            }
+        )
+    pairs = from_records(records)
+    assets, store = AssetStore(str(home)), DatasetStore(str(home))
+    assets.write("curated_samples", pairs)
+
+    def run() -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            [dg.SourceAsset("curated_samples", io_manager_key="samples_io"), preference_dataset],
+            instance=dg.DagsterInstance.ephemeral(),
+            resources={
+                "factory": FactoryResource(home=str(home), config_path=str(config)),
+                "samples_io": SampleIOManager(home=str(home)),
+            },
+        )
+
+    assert run().success
+    assets.write("curated_samples", _rebatched(pairs, 4, "b2"))  # an expert relabelled one pair
+    result = run()
+    meta = result.asset_materializations_for_node("preference_dataset")[0].metadata
+    assert meta["publish"].value.startswith("delta: 1 row(s) in, 0 out")
+    v2 = store.resolve("preference@latest")
+    assert v2.version == 2 and all(c["passed"] for c in v2.checks.values())
+    assert v2.checks["no_split_leak"]["detail"]["checked_rows"] == 1
+    assert sorted(store.read("preference@v2").column("batch").to_pylist()) == ["b1"] * 9 + ["b2"]
