@@ -171,7 +171,7 @@ def agent_replay(
     The trajectory is found by its id in the catalog (published versions, then the factory's stage
     outputs, as `ptf lineage` finds a sample), or in the Parquet file given by --from.
 
-    Examples: `ptf agent replay 3f2a9c` and `ptf agent replay 3f2a9c --from trajectories.parquet`
+    Example: `ptf agent replay 3f2a9c`; also `ptf agent replay 3f2a9c --from trajectories.parquet`
     """
     from ptfactory.generators.agent.replay import recorded_policy, replay_trajectory
 

@@ -52,7 +52,7 @@ def run(
     published unless publish_partial is true, and ptf exits 3. A rerun with a larger budget
     sends none of the requests that finished (they come from the cache) and finishes the batch.
 
-    Examples: `ptf run --seeds demo/seeds --config demo/factory.yaml`;
+    Example: `ptf run --seeds demo/seeds --config demo/factory.yaml`; also
     `ptf run --seeds demo/seeds --dry-run`; `ptf run --seeds demo/seeds --budget usd=0.5`
     """
     from ptfactory.engines.budget import parse_budget_option
