@@ -52,6 +52,8 @@ class RayCluster:
     worker_cpus: int = 1
     env: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 120
+    # Worker node ids killed here: Ray may go on listing a killed node as alive for a while.
+    dead: set[str] = field(default_factory=set)
 
     def node_ids(self) -> dict[str, str]:
         """``{"head": node id, "worker": node id}`` from the nodes' custom resources."""
@@ -60,22 +62,43 @@ class RayCluster:
         out = {}
         for node in ray.nodes():
             for role in ("head", "worker"):
-                if node["Alive"] and role in node["Resources"]:
+                if node["Alive"] and role in node["Resources"] and node["NodeID"] not in self.dead:
                     out[role] = node["NodeID"]
         return out
 
     def ensure_worker(self) -> dict[str, str]:
-        """Start a fresh worker node if the last one was killed; the node ids, as node_ids()."""
+        """Start a fresh worker node if the last one was killed or Ray marked it dead (a loaded
+        box can miss its heartbeats); the node ids, as node_ids().
+
+        It waits for a worker node id never seen before: a killed node can still read as alive
+        for a few seconds, and a node count would take it for the new one."""
+        import ray
+
         if self.worker.poll() is None and "worker" in self.node_ids():
             return self.node_ids()
+        self.kill_worker()  # a process whose node Ray declared dead is of no use
         self.worker = _start_worker(self.address, self.worker_cpus, self.directory, self.env)
-        alive = len(self.node_ids())
-        _wait_nodes(alive + 1, self.worker, self.directory / "worker.log", self.timeout_s)
-        return self.node_ids()
+        log = self.directory / "worker.log"
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            if self.worker.poll() is not None:
+                raise RuntimeError(f"the new Ray worker node exited; see {log}:\n{log.read_text()[-3000:]}")
+            fresh = [
+                n
+                for n in ray.nodes()
+                if n["Alive"] and "worker" in n["Resources"] and n["NodeID"] not in self.dead
+            ]
+            if fresh:
+                return self.node_ids()
+            time.sleep(0.5)
+        raise TimeoutError(f"a new Ray worker node did not come up within {self.timeout_s:.0f} s; see {log}")
 
     def kill_worker(self) -> None:
         """SIGKILL the worker node: its raylet, object store, agents and task processes at once."""
-        with contextlib.suppress(ProcessLookupError):
+        import ray
+
+        self.dead |= {n["NodeID"] for n in ray.nodes() if "worker" in n["Resources"]}
+        with contextlib.suppress(ProcessLookupError):  # the group: `ray start` may be gone, its raylet not
             os.killpg(self.worker.pid, signal.SIGKILL)
         self.worker.wait()
 
