@@ -25,9 +25,11 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ptfactory.engines.cache import ResponseCache, request_key
+from ptfactory.engines.weights import folder_fingerprint
 
 if TYPE_CHECKING:
     from ptfactory.engines.budget import Meter
@@ -162,11 +164,19 @@ class Engine(ABC):
     native_tool_calls = False  # the backend returns parsed ``tool_calls`` (then no JSON constraint)
 
     def cache_identity(self) -> str:
-        """What, besides the request, decides an answer: the model, the backend, its quantization
-        and version. Part of every cache key, so one backend is never served another's answers."""
-        return json.dumps(
-            [self.model_id, self.backend, self.quantization(), self.engine_version()], separators=(",", ":")
-        )
+        """What, besides the request, decides an answer: the model (a local folder's weights too),
+        the backend, its quantization and version. Part of every cache key, so one backend is never
+        served another's answers, nor a model retrained in place its old weights' answers."""
+        parts = [self.model_id, self.backend, self.quantization(), self.engine_version()]
+        folder = self.weights_folder()
+        if folder is not None:
+            parts.append(folder_fingerprint(folder))
+        return json.dumps(parts, separators=(",", ":"))
+
+    def weights_folder(self) -> Path | None:
+        """The local folder the weights load from, if any (not a hub id, a server or a bundled
+        model, whose package version fixes its weights)."""
+        return None
 
     def quantization(self) -> str:
         return "none"

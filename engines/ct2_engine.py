@@ -28,6 +28,7 @@ from typing import Any
 
 from ptfactory.engines.base import Completion, Conversation, Engine, Prompt, SamplingParams, TokenLogprobs
 from ptfactory.engines.scoring import score_token_ids
+from ptfactory.engines.weights import local_folder
 from ptfactory.errors import EngineError
 
 __all__ = ["CTranslate2Engine"]
@@ -57,6 +58,9 @@ class CTranslate2Engine(Engine):
                 f"ctranslate2 dtype {self.dtype!r} is not one of auto, {', '.join(_COMPUTE_TYPES)}"
             )
         return compute
+
+    def weights_folder(self) -> Path | None:
+        return local_folder(self.model_path)
 
     def engine_version(self) -> str:
         # sampled and constrained answers come from the transformers delegate: its versions count too

@@ -13,7 +13,6 @@ interrupted conversion leaves nothing half-written and two processes convert onl
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -24,6 +23,7 @@ from typing import Any
 from filelock import FileLock
 
 from ptfactory.engines.bundled import BUNDLED, _models_dir, bundled_model_dir
+from ptfactory.engines.weights import folder_fingerprint
 from ptfactory.errors import EngineError
 
 __all__ = ["CT2_ARCHITECTURES", "ct2_model_dir", "hf_folder", "import_ctranslate2", "supports_ct2"]
@@ -96,7 +96,7 @@ def ct2_model_dir(model: str, state: Path | None = None) -> Path:
     if model in BUNDLED:
         target = _models_dir(state) / f"{BUNDLED[model].name}.ct2"
     else:
-        target = _models_dir(state) / "ct2" / f"{source.name}-{_fingerprint(source)}"
+        target = _models_dir(state) / "ct2" / f"{source.name}-{folder_fingerprint(source)}"
     if (target / "model.bin").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -104,18 +104,6 @@ def ct2_model_dir(model: str, state: Path | None = None) -> Path:
         if not (target / "model.bin").is_file():
             _convert(source, target)
     return target
-
-
-def _fingerprint(source: Path) -> str:
-    """The folder's path and what is in it (config, tokenizer and weight files: name, size, mtime),
-    so new weights written into the same folder (a model retrained in place) get a new conversion
-    instead of the old one."""
-    parts = [str(source.resolve())]
-    for file in sorted(source.iterdir()):
-        if file.is_file() and file.suffix in (".json", ".safetensors", ".bin", ".gguf", ".model"):
-            stat = file.stat()
-            parts.append(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
 def _convert(source: Path, target: Path) -> None:

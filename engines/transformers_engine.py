@@ -33,6 +33,7 @@ from ptfactory.engines.base import (
 )
 from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.engines.scoring import score_token_ids
+from ptfactory.engines.weights import local_folder
 from ptfactory.errors import EngineError
 
 __all__ = ["TransformersEngine"]
@@ -63,6 +64,9 @@ class TransformersEngine(Engine):
 
     def quantization(self) -> str:
         return self._dtype()
+
+    def weights_folder(self) -> Path | None:
+        return local_folder(self.model_path)
 
     def engine_version(self) -> str:
         versions = (importlib.metadata.version(p) for p in ("transformers", "torch"))

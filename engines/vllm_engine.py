@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ptfactory.engines.base import (
@@ -23,6 +24,7 @@ from ptfactory.engines.base import (
 )
 from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.engines.scoring import score_token_ids
+from ptfactory.engines.weights import local_folder
 from ptfactory.errors import EngineError
 
 __all__ = ["VLLMEngine"]
@@ -48,6 +50,9 @@ class VLLMEngine(Engine):
     supports_json_schema = True
     _llm: Any = field(default=None, init=False, repr=False)
     _worker: Any = field(default=None, init=False, repr=False)
+
+    def weights_folder(self) -> Path | None:
+        return local_folder(self.model_path)
 
     def worker_spec(self) -> dict[str, Any]:
         """What a worker needs to build the same engine (the model already resolved to a path)."""

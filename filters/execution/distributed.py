@@ -170,6 +170,7 @@ class RaySandbox(Sandbox):
         if not jobs:
             return []
         limits = limits or self.limits
+        self._rounds = 0  # the limit is per call: a long-lived sandbox may lose every node again later
         pending = deque(range(0, len(jobs), self.chunk_jobs))  # chunks by their first job
         sends: Counter[int] = Counter()
         running: dict[Any, tuple[int, str]] = {}  # task -> (chunk, node)

@@ -70,3 +70,21 @@ def test_cache_key_names_backend_quantization_and_version(tiny_model: Path, tmp_
     assert (again.stats.requests_sent, again.stats.cache_hits) == (0, 2)
     identity = fp32.cache_identity()
     assert "transformers" in identity and "float32" in identity and "torch=" in identity
+
+
+def test_a_model_retrained_in_its_folder_gets_new_cache_keys(tmp_path: Path) -> None:
+    from ptfactory.engines.ct2_engine import CTranslate2Engine
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(b"old weights")
+    for engine_type in (TransformersEngine, CTranslate2Engine):
+        engine = engine_type(model_id="mine", model_path=str(folder))
+        before = engine.cache_identity()
+        assert engine.cache_identity() == before  # nothing changed, same keys: the cache serves
+        weights.write_bytes(b"retrained weights")  # same path, same model_id
+        assert engine.cache_identity() != before, engine_type
+        weights.write_bytes(b"old weights")
+    assert TransformersEngine(model_id="m", model_path="bundled").weights_folder() is None
