@@ -59,13 +59,17 @@ def self_preference_warning(config: FactoryConfig) -> str | None:
 
 def per_judge_md(panel: Panel, report: PanelReport, families: dict[str, str]) -> dg.MetadataValue:
     lines = [
-        "| judge | family | model | votes | abstained | json | probability | lost | counted | note | tokens | est. cost $ |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| judge | family | model | votes | abstained | json | probability | likelihood | lost | counted | note "
+        "| tokens | est. cost $ |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for judge in panel.judges:
         st = judge.stats
         tried = st.votes - st.abstained
-        other = sum(n for m, n in st.by_method.items() if m not in ("json", "probability"))
+        # json: a constrained reply; probability: the expected score over the score tokens;
+        # likelihood: the response's own token probabilities; others (embedding, execution) in the note
+        named = ("json", "probability", "likelihood")
+        other = sum(n for m, n in st.by_method.items() if m not in named)
         share = report.counted_share.get(judge.name)
         note = []
         if judge.name in report.left_out:
@@ -73,12 +77,10 @@ def per_judge_md(panel: Panel, report: PanelReport, families: dict[str, str]) ->
         if judge.name in report.constant:
             note.append("constant: no information, not in alpha")
         if other:
-            note.append(
-                f"{other} scored by {', '.join(sorted(m for m in st.by_method if m not in ('json', 'probability')))}"
-            )
+            note.append(f"{other} scored by {', '.join(sorted(m for m in st.by_method if m not in named))}")
         lines.append(
             f"| {judge.name} | {families.get(judge.name, '')} | {judge.model} | {st.votes} | {st.abstained} | "
-            f"{st.share('json'):.1%} | {st.share('probability'):.1%} | "
+            f"{st.share('json'):.1%} | {st.share('probability'):.1%} | {st.share('likelihood'):.1%} | "
             f"{(st.unparsed / tried if tried else 0.0):.1%} | {f'{share:.1%}' if share is not None else 'n/a'} | "
             f"{'; '.join(note)} | {st.prompt_tokens + st.completion_tokens} | {st.cost_usd:.6f} |"
         )

@@ -77,6 +77,13 @@ def test_judge_vs_execution_agreement_is_reported(home: Path, tmp_path: Path, sm
         }
     )
     assert meta["counted_share_smollm2"].value == 1.0  # probability scoring: no vote is lost
+    header, _, *lines = meta["judges"].value.splitlines()
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    smollm2 = next(line for line in lines if line.startswith("| smollm2 |"))
+    shares = dict(zip(columns, (c.strip() for c in smollm2.strip("|").split("|")), strict=True))
+    # every vote is named by how it was read: constrained JSON, score-token probability or likelihood
+    assert sum(float(shares[m].rstrip("%")) for m in ("json", "probability", "likelihood")) == 100.0
+    assert shares["lost"] == "0.0%"
     assert meta["judge_vs_execution_compared"].value == 8  # every code row, passing or failing
     assert 0.0 <= meta["judge_vs_execution_agreement"].value <= 1.0
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
