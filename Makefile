@@ -67,7 +67,8 @@ system: setup
 	scripts/setup-system.sh
 
 # The demo's set-up: only what the demo uses (no test tools, no browser), Label Studio's database
-# migrated ahead, the bundled models converted; then the demo's job itself, timed (scripts/demo.sh).
+# migrated ahead; then the demo's job itself, timed (scripts/demo.sh). The bundled models are
+# converted by the first run (kept in .ptf/models).
 demo-setup: $(RUNTIME) labelstudio
 	PTF_SETUP_FOR=demo scripts/setup-system.sh
 	$(VENV)/bin/ptf annotate migrate

@@ -127,3 +127,18 @@ def smollm2() -> Path:
     from tests.models import bundled_model
 
     return bundled_model()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Seconds per test folder (set-up, call and tear-down summed), so a change's cost to
+    `make test` can be read off one run."""
+    seconds: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                folder = "/".join(report.nodeid.split("::")[0].split("/")[:2])
+                seconds[folder] = seconds.get(folder, 0.0) + report.duration
+    if seconds:
+        terminalreporter.write_sep("=", "seconds per test folder")
+        for folder, total in sorted(seconds.items(), key=lambda item: -item[1]):
+            terminalreporter.write_line(f"{total:8.1f} s  {folder}")

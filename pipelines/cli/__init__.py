@@ -23,6 +23,7 @@ Exit codes: 0 ok, 1 failure, 2 bad input (a usage error or a :class:`UserInputEr
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
@@ -67,9 +68,19 @@ def _click_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+def _stoppable_children() -> None:
+    """An ignored SIGTERM is inherited by every process ptf starts (Dagster's compute-log ``tail``
+    processes among them), and Dagster stops those with SIGTERM: under a parent that ignores it,
+    each step waited 30 s and left tails behind holding ptf's stdout, so a caller reading that
+    pipe to its end never returned. ptf and its children take SIGTERM's default again."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def main() -> None:
     """Console entry point: FactoryErrors become one red line and their exit code; usage errors
     print the usage line and the reason and exit 2; never a traceback for either."""
+    _stoppable_children()
     try:
         code = app(standalone_mode=False, prog_name="ptf")
     except FactoryError as exc:

@@ -239,3 +239,37 @@ def test_doctor_reports_what_is_really_there(ptf: Ptf, project: Path, tmp_path: 
     assert other["dagster instance"]["detail"].startswith(str(tmp_path / "other" / "dagster"))
     outside = json.loads(_ok(ptf("doctor", "--json", cwd=tmp_path)).stdout)
     assert {c["component"]: c["status"] for c in outside}["project"] == "missing"
+
+
+def test_run_under_a_parent_that_ignores_sigterm_ends_and_leaves_no_tails(
+    project: Path, seeds_file: Path
+) -> None:
+    """An ignored SIGTERM is inherited; Dagster stops its compute-log tails with SIGTERM. Before
+    ptf took SIGTERM's default back, this run's tails outlived it holding its stdout, and reading
+    that pipe to its end (as here) never returned."""
+    import os
+    import signal
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PTF_HOME", "DAGSTER_HOME")}
+    result = subprocess.run(
+        [sys.executable, "-m", "ptfactory", "run", "--seeds", str(seeds_file)],
+        cwd=project,
+        env={**env, "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "published sft@v1 (" in result.stdout
+    left = []
+    for status in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = status.read_bytes().split(b"\0")
+        except OSError:  # the process ended meanwhile
+            continue
+        if argv[0].endswith(b"tail") and str(project).encode() in b" ".join(argv):
+            left.append(argv)
+    assert not left, left
