@@ -37,6 +37,17 @@ def _materialize(home: Path, config: Path) -> dg.ExecuteInProcessResult:
     )
 
 
+# a strict dedup threshold and half the rows in validation: near copies land on both sides
+_LEAK_SETTINGS = "dedup: {threshold: 0.7}\ndatasets: {validation_fraction: 0.5}\n"
+
+
+def _factory_yaml(tmp_path: Path, model: Path, extra: str = "") -> Path:
+    """A factory.yaml with ``model`` as the generator, plus ``extra`` YAML."""
+    config = tmp_path / "factory.yaml"
+    config.write_text(f"engines:\n  generator: {{model: {model}}}\n{extra}")
+    return config
+
+
 def _checks(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
     return {e.check_name: e for e in result.get_asset_check_evaluations()}
 
@@ -44,11 +55,7 @@ def _checks(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluat
 def test_leaks_and_failed_batches_are_refused_while_staged(
     home: Path, tmp_path: Path, tiny_model: Path
 ) -> None:
-    config = tmp_path / "factory.yaml"
-    config.write_text(
-        f"engines:\n  generator: {{model: {tiny_model}}}\n"
-        "dedup: {threshold: 0.7}\ndatasets: {validation_fraction: 0.5}\n"
-    )
+    config = _factory_yaml(tmp_path, tiny_model, _LEAK_SETTINGS)
     clean = _table(list(QUESTIONS.values()), "b1")
     # near copies from another batch: the split keys them by their own ids, so some land across
     copies = _table([f"{q}| Thanks." for q in QUESTIONS.values()], "b2")
@@ -105,8 +112,7 @@ def test_leaks_and_failed_batches_are_refused_while_staged(
 
 
 def test_curation_never_brings_retracted_rows_back(home: Path, tmp_path: Path, tiny_model: Path) -> None:
-    config = tmp_path / "factory.yaml"
-    config.write_text(f"engines:\n  generator: {{model: {tiny_model}}}\n")
+    config = _factory_yaml(tmp_path, tiny_model)
     questions = list(QUESTIONS.values())
     b1, b2 = _table(questions[:4], "b1"), _table(questions[4:7], "b2")
     assets = AssetStore(str(home))
@@ -138,11 +144,7 @@ def _rebatched(table: pa.Table, index: int, batch: str) -> pa.Table:
 def test_a_new_label_publishes_and_audits_only_the_change(
     home: Path, tmp_path: Path, tiny_model: Path
 ) -> None:
-    config = tmp_path / "factory.yaml"
-    config.write_text(
-        f"engines:\n  generator: {{model: {tiny_model}}}\n"
-        "dedup: {threshold: 0.7}\ndatasets: {validation_fraction: 0.5}\nstorage: {shard_rows: 2}\n"
-    )
+    config = _factory_yaml(tmp_path, tiny_model, _LEAK_SETTINGS + "storage: {shard_rows: 2}\n")
     rows = _table(list(QUESTIONS.values()), "b1")
     assets, store = AssetStore(str(home)), DatasetStore(str(home))
     assets.write("curated_samples", rows)
@@ -214,11 +216,7 @@ def test_a_new_label_publishes_and_audits_only_the_change(
 def test_a_preference_dataset_publishes_a_changed_pair_as_a_change(
     home: Path, tmp_path: Path, tiny_model: Path
 ) -> None:
-    config = tmp_path / "factory.yaml"
-    config.write_text(
-        f"engines:\n  generator: {{model: {tiny_model}}}\n"
-        "dedup: {threshold: 0.7}\ndatasets: {validation_fraction: 0.5}\nstorage: {shard_rows: 2}\n"
-    )
+    config = _factory_yaml(tmp_path, tiny_model, _LEAK_SETTINGS + "storage: {shard_rows: 2}\n")
     records = []
     for text in QUESTIONS.values():
         messages = [{"role": "user", "content": text}]
