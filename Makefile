@@ -67,11 +67,12 @@ system: setup
 	scripts/setup-system.sh
 
 # The demo's set-up: only what the demo uses (no test tools, no browser), Label Studio's database
-# migrated ahead; then the demo's job itself, timed (scripts/demo.sh). The bundled models are
-# converted by the first run (kept in .ptf/models).
+# migrated ahead, the demo's models converted into .ptf/models (engines/prepare.py); then the demo's
+# job itself, timed (scripts/demo.sh).
 demo-setup: $(RUNTIME) labelstudio
 	PTF_SETUP_FOR=demo scripts/setup-system.sh
 	$(VENV)/bin/ptf annotate migrate
+	$(PY) -m ptfactory.engines.prepare demo/factory.yaml
 
 demo: demo-setup
 	scripts/demo.sh

@@ -8,13 +8,16 @@
   and validates; one cut by ``max_tokens`` says ``length``. Stop strings are not applied to
   constrained replies (the grammar decides where the JSON ends).
 - Scoring: batches of (prompt, continuation) padded on the right (causal attention: the padding
-  after a row changes none of its logits), sorted by length.
+  after a row changes none of its logits), sorted by length; the vocabulary head runs on the
+  continuation's positions only (on Gemma 3's 262k-token vocabulary it is most of the work), and
+  on the last position alone for ``choice_logprobs``.
 
 A model without a chat template (a base model) can score string prompts but not chat.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -218,6 +221,7 @@ class TransformersEngine(Engine):
                     input_ids=input_ids.to(self.device),
                     attention_mask=mask.to(self.device),
                     position_ids=positions.to(self.device),
+                    logits_to_keep=1,  # the last position's alone: the vocabulary head is most of a small model
                 ).logits[:, -1]
             picked = torch.log_softmax(logits.float(), dim=-1)[:, wanted]
             for row, i in enumerate(batch):
@@ -236,27 +240,36 @@ class TransformersEngine(Engine):
             (i for i in range(len(pairs)) if i not in results), key=lambda i: sum(map(len, pairs[i]))
         )
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
+        for batch in _score_batches(
+            order, [len(pairs[i][1]) for i in range(len(pairs))], self.batch_size, _vocab(model)
+        ):
             rows = [pairs[i][0] + pairs[i][1] for i in batch]
             width = max(map(len, rows))
             # right padding: causal attention means no real token sees the padding after it
             input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, ids in enumerate(rows):
-                input_ids[row, : len(ids)] = torch.tensor(ids)
-                mask[row, : len(ids)] = 1
-            with torch.inference_mode():
-                logits = model(
-                    input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device)
-                ).logits
+            # the positions whose next-token distribution is read: each continuation's, nothing else
+            keep = torch.zeros((len(batch), width), dtype=torch.bool)
             for row, i in enumerate(batch):
                 context, cont_ids = pairs[i]
-                span = logits[row, len(context) - 1 : len(context) + len(cont_ids) - 1]
-                logprobs = torch.log_softmax(span.float(), dim=-1)
-                picked = logprobs.gather(1, torch.tensor(cont_ids, device=self.device)[:, None])[:, 0]
+                input_ids[row, : len(rows[row])] = torch.tensor(rows[row])
+                mask[row, : len(rows[row])] = 1
+                keep[row, len(context) - 1 : len(context) + len(cont_ids) - 1] = True
+            targets = torch.tensor([t for i in batch for t in pairs[i][1]], device=self.device)
+            with torch.inference_mode():
+                logits = _kept_logits(
+                    model, input_ids.to(self.device), mask.to(self.device), keep.to(self.device)
+                )
+                # log-softmax at the target alone: no second vocabulary-wide tensor
+                logits = logits.float()
+                picked = (logits.gather(1, targets[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)).tolist()
+            offset = 0
+            for i in batch:
+                cont_ids = pairs[i][1]
+                values = picked[offset : offset + len(cont_ids)]
+                offset += len(cont_ids)
                 results[i] = TokenLogprobs(
-                    [tokenizer.decode([t]) for t in cont_ids], [float(x) for x in picked.tolist()]
+                    [tokenizer.decode([t]) for t in cont_ids], [float(x) for x in values]
                 )
         return [results[i] for i in range(len(pairs))]
 
@@ -268,3 +281,51 @@ class TransformersEngine(Engine):
     def close(self) -> None:
         self._model = None
         self._tokenizer = None
+
+
+# Logits held at once by ``_score`` (512 MB of float32): Gemma 3's vocabulary is 262k wide, so a
+# batch is cut where its continuations' tokens times the vocabulary would pass this.
+_LOGIT_FLOATS = 128 * 1024 * 1024
+
+
+def _vocab(model: Any) -> int:
+    head = model.get_output_embeddings()
+    return int(getattr(head, "out_features", 0) or model.config.vocab_size)
+
+
+def _score_batches(order: list[int], kept: list[int], size: int, vocab: int) -> list[list[int]]:
+    """``order`` cut into batches of at most ``size`` rows whose kept positions' logits fit
+    ``_LOGIT_FLOATS`` (a row alone may pass it). A prefill's matmuls are wide enough at one row
+    (hundreds of positions), so a smaller batch costs little."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    held = 0
+    for i in order:
+        if current and (len(current) == size or (held + kept[i]) * vocab > _LOGIT_FLOATS):
+            batches.append(current)
+            current, held = [], 0
+        current.append(i)
+        held += kept[i]
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _kept_logits(model: Any, input_ids: Any, mask: Any, keep: Any) -> Any:
+    """``(kept positions, vocab)`` logits, in row-major order of ``keep`` (a boolean mask).
+
+    The model's own head (and any final soft-capping, as Gemma's) on the kept positions only,
+    through ``logits_to_keep`` where this transformers takes a mask; otherwise every position's
+    logits, then the kept ones (the same values, more work)."""
+    if _masked_head():
+        return model(input_ids=input_ids, attention_mask=mask, logits_to_keep=keep).logits
+    return model(input_ids=input_ids, attention_mask=mask).logits[keep]
+
+
+@functools.cache
+def _masked_head() -> bool:
+    try:
+        from transformers.modeling_utils import slice_logits_to_keep  # noqa: F401  # with its mask form
+    except ImportError:
+        return False
+    return True

@@ -77,3 +77,55 @@ def test_bundled_smollm2_answers_and_scores(smollm2: Path) -> None:
         ["The capital of France is Paris.", "The capital of France is Banana."],
     )
     assert right.mean_nll < wrong.mean_nll
+
+
+def _full_logits_score(engine: TransformersEngine, prompt: str, continuation: str) -> list[float]:
+    """The reference: one row alone, every position's logits, log-softmax, the continuation's."""
+    import torch
+
+    from ptfactory.engines.scoring import score_token_ids
+
+    model, tokenizer = engine._load()
+    context, cont = score_token_ids(tokenizer, prompt, continuation)
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([context + cont])).logits[0].float()
+    logprobs = torch.log_softmax(logits[len(context) - 1 : len(context) + len(cont) - 1], dim=-1)
+    return [float(x) for x in logprobs.gather(1, torch.tensor(cont)[:, None])[:, 0]]
+
+
+@pytest.mark.parametrize("model", ["tiny", "bundled:gemma3-270m"])
+def test_scoring_reads_the_head_only_where_asked_and_gives_the_full_forward_values(
+    model: str, tiny_model: Path
+) -> None:
+    """The vocabulary head runs on the continuation's positions alone (Gemma 3: 262k tokens wide,
+    the bulk of its work) and on the last position for choices: the same values as the whole
+    forward pass, in batches with padding and cut where the logits budget says."""
+    path = str(tiny_model) if model == "tiny" else model
+    engine = TransformersEngine(model_id=model, model_path=path, batch_size=3, threads=2)
+    prompts = [
+        "Question: what is 2 + 2?\nAnswer:",
+        "Say a colour.",
+        "Q: name a river in Europe that is long\nA:",
+        "x",
+    ]
+    conts = [" 4, because two and two make four.", " Blue", " The Danube", " y z"]
+    got = engine._score(prompts, conts)
+    for prompt, cont, scored in zip(prompts, conts, got, strict=True):
+        want = _full_logits_score(engine, prompt, cont)
+        assert len(scored.logprobs) == len(want) > 0
+        assert max(abs(a - b) for a, b in zip(scored.logprobs, want, strict=True)) < 2e-4
+    choices = engine._choice_logprobs(prompts, [" A", " B"])
+    for prompt, row in zip(prompts, choices, strict=True):
+        want_a = _full_logits_score(engine, prompt, " A")
+        want_b = _full_logits_score(engine, prompt, " B")
+        if len(want_a) == len(want_b) == 1:  # one token each: the one-pass path
+            assert abs(row[0] - want_a[0]) < 2e-4 and abs(row[1] - want_b[0]) < 2e-4
+
+
+def test_score_batches_cut_where_the_logits_would_pass_the_budget() -> None:
+    from ptfactory.engines.transformers_engine import _LOGIT_FLOATS, _score_batches
+
+    vocab = _LOGIT_FLOATS // 100  # 100 kept positions fit
+    assert _score_batches([0, 1, 2, 3], [40, 40, 40, 200], 8, vocab) == [[0, 1], [2], [3]]
+    assert _score_batches([0, 1, 2], [1, 1, 1], 2, vocab) == [[0, 1], [2]]
+    assert _score_batches([], [], 8, vocab) == []

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
 
+import pyarrow.parquet as pq
 import pytest
 
 from ptfactory.annotators.judges.llm import TEMPLATES as JUDGE_TEMPLATES
@@ -95,6 +96,52 @@ def test_a_run_stops_at_its_budget_and_a_larger_budget_finishes_it(
         assert resent == set(), f"{len(resent)} finished requests were sent again"
         done |= {k for e, k in calls if e == "done"}
     assert any(e == "sent" for e, _ in runs[1])  # the rest was sent
+
+
+def _published(version: Path) -> list[dict[str, object]]:
+    return [r for shard in sorted(version.glob("*.parquet")) for r in pq.read_table(shard).to_pylist()]
+
+
+def test_publish_partial_publishes_what_finished_and_never_a_stopped_row(
+    ptf: Ptf, project: Path, tiny_model: Path, seeds_file: Path, tmp_path: Path
+) -> None:
+    """The same stop with ``publish_partial=true``: the rows the judge finished are routed and
+    published, the budget_exhausted ones are not (in no version until a rerun finishes them), and
+    the rerun re-sends no finished request."""
+    (project / "factory.yaml").write_text(_budgeted_yaml(tiny_model))
+    log = tmp_path / "calls.log"
+    env = {"PTF_ENGINE_CALL_LOG": str(log)}
+    store = AssetStore(str(project / ".ptf"))
+
+    stopped = _run(ptf, seeds_file, "usd=0.0000001,publish_partial=true", env)
+    assert stopped.returncode == 3, stopped.stderr[-3000:]
+    assert (
+        "stopped at its budget" in stopped.stderr and "nothing of the batch published" not in stopped.stderr
+    )
+    first = _events(log)
+    meta = json.loads(stopped.stdout)["materializations"]
+    judged = store.read("judged_samples", "b1").to_pylist()
+    waiting = {r["sample_id"] for r in judged if r["decisions"][-1]["reason"] == "budget_exhausted"}
+    voted = {r["sample_id"] for r in judged if (r["scores"] or {}).get("judges")}
+    assert waiting and voted and not waiting & voted
+    routed = store.read("routed_samples", "b1").to_pylist()
+    assert not any(r["decisions"][-1]["stage"] == "route" for r in routed if r["sample_id"] in waiting)
+    accepted = {
+        r["sample_id"] for r in routed if r["kind"] == "sft" and r["decisions"][-1]["reason"] == "auto_accept"
+    }
+    assert accepted and accepted <= voted  # accept_at 1: every finished sft row the judge voted on
+    assert meta["sft_dataset"]["created"] is True
+    published = {str(r["sample_id"]) for r in _published(project / ".ptf" / "datasets" / "sft" / "v1")}
+    assert published == accepted and not published & waiting
+
+    finished = ptf("run", "--seeds", str(seeds_file), "--batch", "b1", "--budget", "usd=1", env=env)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert "published sft@v2" in finished.stdout
+    second = _events(log)[len(first) :]
+    resent = {k for e, k in second if e == "sent"} & {k for e, k in first if e == "done"}
+    assert resent == set(), f"{len(resent)} finished requests were sent again"
+    republished = {str(r["sample_id"]) for r in _published(project / ".ptf" / "datasets" / "sft" / "v2")}
+    assert published < republished and republished & waiting  # the rerun finished the stopped rows
 
 
 DRY_YAML = """\
