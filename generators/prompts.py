@@ -1,4 +1,11 @@
-"""Jinja prompt templates, loaded once; each has an id and a content hash for provenance."""
+"""Jinja prompt templates, loaded once; each has an id and a content hash for provenance.
+
+A template that only places variables between its text (no filter, test, loop or condition: the
+judges' rubric and pairwise prompts) renders by joining its pieces with the values, which is what
+Jinja outputs for string values, without Jinja building a context per call (two thirds of the
+time at 200k pairwise prompts). Any other template, or a value that is not a string, goes through
+Jinja.
+"""
 
 from __future__ import annotations
 
@@ -15,13 +22,25 @@ __all__ = ["Template", "template"]
 _DIR = Path(__file__).parent / "templates"
 
 
+# a piece of a placement-only template: its literal text, or the name of a variable placed there
+Piece = tuple[bool, str]  # (is_variable, text or name)
+
+
 @dataclass(frozen=True)
 class Template:
     id: str
     hash: str
     _template: jinja2.Template
+    _pieces: tuple[Piece, ...] | None = None  # None: the template does more than place variables
 
     def render(self, **values: Any) -> str:
+        if self._pieces is not None:
+            try:
+                parts = [values[text] if variable else text for variable, text in self._pieces]
+            except KeyError:  # a missing value: Jinja's StrictUndefined error, with its message
+                parts = None
+            if parts is not None and all(type(p) is str for p in parts):
+                return "".join(parts).strip()
         return self._template.render(**values).strip()
 
 
@@ -38,4 +57,25 @@ def template(name: str, folder: Path = _DIR) -> Template:
     """``<folder>/<name>.jinja`` (default: generators/templates); its hash changes when its text does."""
     path = folder / f"{name}.jinja"
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-    return Template(name, digest, _environment(folder).get_template(path.name))
+    environment = _environment(folder)
+    loaded = environment.get_template(path.name)
+    return Template(name, digest, loaded, _placement_pieces(environment, path.read_text(encoding="utf-8")))
+
+
+def _placement_pieces(environment: jinja2.Environment, source: str) -> tuple[Piece, ...] | None:
+    """The template as literal text and plain ``{{ name }}`` placements, or None when its syntax
+    tree holds anything else (a filter, an attribute, a tag, an expression)."""
+    from jinja2 import nodes
+
+    pieces: list[Piece] = []
+    for node in environment.parse(source).body:
+        if not isinstance(node, nodes.Output):
+            return None
+        for child in node.nodes:
+            if isinstance(child, nodes.TemplateData):
+                pieces.append((False, str(child.data)))
+            elif isinstance(child, nodes.Name) and child.ctx == "load":
+                pieces.append((True, str(child.name)))
+            else:
+                return None
+    return tuple(pieces)

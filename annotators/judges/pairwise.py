@@ -105,7 +105,9 @@ class PairwiseJudge:
 
 def _p_first_letter(logprobs: list[float]) -> float:
     """P(A) renormalised over {A, B}."""
-    a, b = (math.exp(lp) if math.isfinite(lp) else 0.0 for lp in logprobs)
+    first, second = logprobs  # (no generator: this runs four times a pair)
+    a = math.exp(first) if math.isfinite(first) else 0.0
+    b = math.exp(second) if math.isfinite(second) else 0.0
     return a / (a + b) if a + b > 0 else 0.5
 
 
@@ -117,20 +119,23 @@ def candidate_pairs(rows: Sequence[dict[str, Any]], margin: float = 0.0) -> list
     """(best, worst) row indices by judge mean, per instruction with two or more scored answers
     (answers to one instruction share its id as ``provenance.parent_id``) whose means differ by
     at least ``margin`` (and at all: two answers the panel scored alike make no pair)."""
-    groups: dict[str, list[int]] = {}
+    groups: dict[str, list[tuple[float, str, int]]] = {}
     for i, row in enumerate(rows):
+        if row.get("kind") != "sft":
+            continue
         parent = (row.get("provenance") or {}).get("parent_id")
         mean = (row.get("scores") or {}).get("judge_mean")
-        if parent and mean is not None and row.get("kind") == "sft":
-            groups.setdefault(parent, []).append(i)
+        if parent and mean is not None:
+            groups.setdefault(parent, []).append((mean, row["sample_id"], i))
     pairs = []
     for members in groups.values():
         if len(members) >= 2:
-            ranked = sorted(members, key=lambda i: (rows[i]["scores"]["judge_mean"], rows[i]["sample_id"]))
-            best, worst = ranked[-1], ranked[0]
-            gap = rows[best]["scores"]["judge_mean"] - rows[worst]["scores"]["judge_mean"]
+            worst, *_, best = sorted(
+                members
+            )  # by (judge mean, sample_id); indices only break ties of equal ids
+            gap = best[0] - worst[0]
             if gap > 0 and gap >= margin:
-                pairs.append((best, worst))
+                pairs.append((best[2], worst[2]))
     return pairs
 
 
