@@ -9,6 +9,7 @@ PIP := $(VENV)/bin/pip --disable-pip-version-check
 STAMP := $(VENV)/.ptf-installed
 PYTEST_ARGS ?= --durations=25
 
+# the tests' workers: one OpenMP thread each (make demo drops it)
 export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -74,8 +75,10 @@ demo-setup: $(RUNTIME) labelstudio
 	$(VENV)/bin/ptf annotate migrate
 	$(PY) -m ptfactory.engines.prepare demo/factory.yaml
 
+# OMP_NUM_THREADS=1 above is for the tests (parallel workers, one thread each); the demo's engines
+# use every core (with it, torch scored and generated on one of the two cores here).
 demo: demo-setup
-	scripts/demo.sh
+	env -u OMP_NUM_THREADS scripts/demo.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .
