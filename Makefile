@@ -68,12 +68,12 @@ system: setup
 	scripts/setup-system.sh
 
 # The demo's set-up: only what the demo uses (no test tools, no browser), Label Studio's database
-# migrated ahead, the demo's models converted into .ptf/models (engines/prepare.py); then the demo's
-# job itself, timed (scripts/demo.sh).
+# migrated ahead, the demo's models converted into .ptf/models (pipelines/prepare_models.py); then
+# the demo's job itself, timed (scripts/demo.sh).
 demo-setup: $(RUNTIME) labelstudio
 	PTF_SETUP_FOR=demo scripts/setup-system.sh
 	$(VENV)/bin/ptf annotate migrate
-	$(PY) -m ptfactory.engines.prepare demo/factory.yaml
+	$(PY) -m ptfactory.pipelines.prepare_models demo/factory.yaml
 
 # OMP_NUM_THREADS=1 above is for the tests (parallel workers, one thread each); the demo's engines
 # use every core (with it, torch scored and generated on one of the two cores here).

@@ -1,7 +1,7 @@
 """Weights made ready before a run: every bundled model a factory.yaml's engines use converted
 from its GGUF, and its CTranslate2 folder made where that backend runs it.
 
-    python -m ptfactory.engines.prepare [factory.yaml]
+    python -m ptfactory.pipelines.prepare_models [factory.yaml]
 
 ``make demo-setup`` runs it on demo/factory.yaml, so the demo's run spends its time on the
 factory's work, not on a one-off conversion (the run would convert on first use anyway: both

@@ -1,4 +1,4 @@
-"""`python -m ptfactory.engines.prepare` (make demo-setup): a config's bundled models converted
+"""`python -m ptfactory.pipelines.prepare_models` (make demo-setup): a config's bundled models converted
 before the run, once."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ptfactory.engines.ct2_models import ct2_model_dir
-from ptfactory.engines.prepare import config_engines, main, prepare
+from ptfactory.pipelines.prepare_models import config_engines, main, prepare
 
 
 def test_prepare_converts_the_configs_bundled_models_once(
