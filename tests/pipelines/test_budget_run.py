@@ -46,6 +46,13 @@ def _budgeted_yaml(model: Path) -> str:
     return config.replace(judge, f"engine: {{model: {model}, price_per_mtok: 0.5, chunk_size: 2}}")
 
 
+def _budgeted_project(project: Path, model: Path, tmp_path: Path) -> tuple[Path, dict[str, str], AssetStore]:
+    """The project on the budgeted config: the engine call log, the env that turns it on, the store."""
+    (project / "factory.yaml").write_text(_budgeted_yaml(model))
+    log = tmp_path / "calls.log"
+    return log, {"PTF_ENGINE_CALL_LOG": str(log)}, AssetStore(str(project / ".ptf"))
+
+
 def _run(ptf: Ptf, seeds: Path, budget: str, env: dict[str, str]) -> CompletedProcess[str]:
     return ptf("run", "--seeds", str(seeds), "--batch", "b1", "--budget", budget, "--json", env=env)
 
@@ -53,10 +60,7 @@ def _run(ptf: Ptf, seeds: Path, budget: str, env: dict[str, str]) -> CompletedPr
 def test_a_run_stops_at_its_budget_and_a_larger_budget_finishes_it(
     ptf: Ptf, project: Path, tiny_model: Path, seeds_file: Path, tmp_path: Path
 ) -> None:
-    (project / "factory.yaml").write_text(_budgeted_yaml(tiny_model))
-    log = tmp_path / "calls.log"
-    env = {"PTF_ENGINE_CALL_LOG": str(log)}
-    store = AssetStore(str(project / ".ptf"))
+    log, env, store = _budgeted_project(project, tiny_model, tmp_path)
 
     # $0.0000001: generation and difficulty cost $0 here; the judge's first chunk passes it
     stopped = _run(ptf, seeds_file, "usd=0.0000001", env)
@@ -108,10 +112,7 @@ def test_publish_partial_publishes_what_finished_and_never_a_stopped_row(
     """The same stop with ``publish_partial=true``: the rows the judge finished are routed and
     published, the budget_exhausted ones are not (in no version until a rerun finishes them), and
     the rerun re-sends no finished request."""
-    (project / "factory.yaml").write_text(_budgeted_yaml(tiny_model))
-    log = tmp_path / "calls.log"
-    env = {"PTF_ENGINE_CALL_LOG": str(log)}
-    store = AssetStore(str(project / ".ptf"))
+    log, env, store = _budgeted_project(project, tiny_model, tmp_path)
 
     stopped = _run(ptf, seeds_file, "usd=0.0000001,publish_partial=true", env)
     assert stopped.returncode == 3, stopped.stderr[-3000:]
