@@ -14,8 +14,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ptfactory.annotators.judges import LLMJudge, Panel, PanelReport
-from ptfactory.annotators.judges.pairwise import PairwiseReport, preference_candidates
-from ptfactory.annotators.judges.panel import STAGE, judged_rows, means_by_drop_reason, pair_candidate_rows
+from ptfactory.annotators.judges.pair_table import preference_candidate_table
+from ptfactory.annotators.judges.pairwise import PairwiseReport
+from ptfactory.annotators.judges.panel import STAGE, judged_rows, means_by_drop_reason
 from ptfactory.assets.budget import budget_metadata, judge_engines, metered, stage_guard, within_budget
 from ptfactory.assets.common import check_specs, preview_md, schema_check, unique_ids_check
 from ptfactory.assets.partitions import batch_partitions
@@ -23,7 +24,7 @@ from ptfactory.assets.resources import FactoryResource
 from ptfactory.assets.scoring import histogram_md
 from ptfactory.config import FactoryConfig, model_family
 from ptfactory.storage.audit import checks_metadata
-from ptfactory.storage.schema import SAMPLE_SCHEMA, conform, dropped_mask
+from ptfactory.storage.schema import conform, dropped_mask
 
 __all__ = ["judged_samples", "self_preference_warning"]
 
@@ -90,8 +91,8 @@ def per_judge_md(panel: Panel, report: PanelReport, families: dict[str, str]) ->
 def pairwise_md(pairwise: PairwiseReport) -> dict[str, dg.MetadataValue]:
     """Each LLM judge compared the best and the worst answer of every instruction with a wide enough
     score gap, in both orders: its swap consistency, and how often it agrees with the score gap."""
-    out: dict[str, dg.MetadataValue] = {"pairwise_pairs": dg.MetadataValue.int(len(pairwise.rows))}
-    if not pairwise.rows:
+    out: dict[str, dg.MetadataValue] = {"pairwise_pairs": dg.MetadataValue.int(pairwise.count)}
+    if not pairwise.count:
         return out
     lines = ["| judge | pairs | swap consistency | agrees with the score gap |", "|---|---|---|---|"]
     for name, consistency in pairwise.consistency.items():
@@ -99,7 +100,7 @@ def pairwise_md(pairwise: PairwiseReport) -> dict[str, dg.MetadataValue]:
         if consistency is not None:
             out[f"swap_consistency_{name}"] = dg.MetadataValue.float(round(consistency, 4))
         lines.append(
-            f"| {name} | {len(pairwise.rows)} | {'n/a' if consistency is None else f'{consistency:.1%}'} | "
+            f"| {name} | {pairwise.count} | {'n/a' if consistency is None else f'{consistency:.1%}'} | "
             + (f"{agree:.1%} of {decided} |" if agree is not None else "n/a |")
         )
     out["pairwise"] = dg.MetadataValue.md("\n".join(lines))
@@ -151,8 +152,8 @@ def judged_samples(
         panel = factory.panel()
         table, report = panel.judge_table(rows)
         # the best and the worst answer of an instruction, compared in both orders: a preference row
-        pairwise = preference_candidates(
-            pair_candidate_rows(table, config.datasets.pair_margin),
+        pairwise = preference_candidate_table(
+            table,
             [j for j in panel.judges if isinstance(j, LLMJudge)],
             config.datasets.pair_margin,
             panel.weights,
@@ -175,8 +176,8 @@ def judged_samples(
     means = [m for m in (s["judge_mean"] for s in live.column("scores").to_pylist() if s) if m is not None]
     gate = means_by_drop_reason(table)
     agreement, compared = _judge_vs_execution(table, {j.name for j in specs if j.type == "llm"})
-    if pairwise.rows:
-        table = pa.concat_tables([conform(table), pa.Table.from_pylist(pairwise.rows, schema=SAMPLE_SCHEMA)])
+    if pairwise.table is not None and pairwise.count:
+        table = pa.concat_tables([conform(table), pairwise.table])
     if unfinished.num_rows:
         table = pa.concat_tables([conform(table), conform(unfinished)])
     families = {j.name: j.family or "" for j in specs}

@@ -12,8 +12,10 @@ factory's own work:
   ``sample_id`` and ``messages``, what an LLM judge's prompt needs), and the difficulty gate's
   report (rows the difficulty stage dropped are judged too: 10 % of the batch);
 - preference candidates: each instruction's best and worst answer (two answers an instruction),
-  compared by two pairwise judges in both orders, made into preference rows (of which the judges'
-  prompt rendering is shown, not subtracted: the issue sets apart only hashing and compression);
+  compared by two pairwise judges in both orders, made into preference rows. The engine stand-in's
+  time (a hash of each prompt's text, in place of the model's letter probabilities) is set apart,
+  as the engine's own; the judges' prompt rendering is shown, not subtracted: the issue sets apart
+  only hashing and compression;
 - routing, with the waiting rows of an earlier batch (a fifth of this one's size) competing for the
   review budget and the blind audit on;
 - curation: 1 % of the rows carry an expert label (accepts, rejects, corrections, A/B choices), 5 %
@@ -51,11 +53,10 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ptfactory.annotators.curation import curate
-from ptfactory.annotators.judges import panel as panel_module
 from ptfactory.annotators.judges.base import Judge, Vote
 from ptfactory.annotators.judges.llm import LLMJudge
 from ptfactory.annotators.judges.pairwise import PairwiseJudge, candidate_pairs, preference_candidates
-from ptfactory.annotators.judges.panel import Panel, means_by_drop_reason
+from ptfactory.annotators.judges.panel import Panel, means_by_drop_reason, pair_candidate_rows
 from ptfactory.annotators.labelstudio.ledger import EVENT_SCHEMA
 from ptfactory.annotators.routing import RoutingConfig, route
 from ptfactory.filters.dedup.core import DedupConfig, compute_signatures
@@ -66,7 +67,6 @@ from ptfactory.storage.schema import (
     SAMPLE_SCHEMA,
     add_decision,
     conform,
-    dropped_mask,
     prompt_of,
     response_of,
     row_texts,
@@ -118,13 +118,16 @@ class PrecomputedLetters:
     model_id: str = "precomputed"
     backend: str = "precomputed"
     supports_json_schema: bool = False
+    seconds: float = 0.0  # spent standing in for the engine: set apart from the stage's own time
 
     def choice_logprobs(self, prompts: Sequence[Any], choices: Sequence[str]) -> list[list[float]]:
+        started = time.perf_counter()
         out = []
         for prompt in prompts:
             text = prompt if isinstance(prompt, str) else prompt[-1]["content"]
             p = 0.05 + 0.9 * (zlib.crc32(text.encode()) % 1000) / 1000
             out.append([math.log(p), math.log(1 - p)])
+        self.seconds += time.perf_counter() - started
         return out
 
 
@@ -213,22 +216,20 @@ def _events(routed: pa.Table, share: float) -> pa.Table:
 
 def _pick(judged: pa.Table) -> list[dict[str, Any]]:
     """The rows the judging asset picks preference candidates from, as dicts."""
-    select = getattr(panel_module, "pair_candidate_rows", None)
-    if select is not None:
-        rows: list[dict[str, Any]] = select(judged, PAIR_MARGIN)
-        return rows
-    # the code before pair_candidate_rows: every live scored sft row
-    scored = pc.and_(
-        pc.and_(pc.equal(judged.column("kind"), "sft"), pc.invert(dropped_mask(judged))),
-        pc.is_valid(pc.struct_field(judged.column("scores"), "judge_mean")),
-    )
-    everything: list[dict[str, Any]] = judged.filter(pc.fill_null(scored, False)).to_pylist()
-    return everything
+    rows: list[dict[str, Any]] = pair_candidate_rows(judged, PAIR_MARGIN)
+    return rows
 
 
 def _candidates(judged: pa.Table, pairwise: list[LLMJudge], panel: Panel) -> pa.Table:
     """What the judging asset does after the panel: the preference candidates (the rows it picks
-    them from; the comparisons; the rows), appended to the batch."""
+    them from; the comparisons; the rows), appended to the batch. At a commit before the table
+    builder (annotators/judges/pair_table.py), the row-by-row builder it replaced."""
+    table_builder = importlib.util.find_spec("ptfactory.annotators.judges.pair_table")
+    if table_builder is not None:
+        from ptfactory.annotators.judges.pair_table import preference_candidate_table
+
+        built = preference_candidate_table(judged, pairwise, PAIR_MARGIN, panel.weights, frozenset())
+        return pa.concat_tables([conform(judged), built.table]) if built.table is not None else judged
     report = preference_candidates(_pick(judged), pairwise, PAIR_MARGIN, panel.weights, frozenset())
     if not report.rows:
         return judged
@@ -302,8 +303,18 @@ def main() -> None:
     seconds, judged = _median(judge, args.repeats)
     rows["judge aggregate"] = (seconds, None)
     rendering = _rendering(judged, pairwise)
-    seconds, candidates = _median(lambda: _candidates(judged, pairwise, panel), args.repeats)
-    rows["preference candidates"] = (seconds, rendering)
+    stand_in: list[float] = []  # each run's engine stand-in seconds
+
+    def candidates_run() -> pa.Table:
+        engines = [j.engine for j in pairwise]
+        before = sum(e.seconds for e in engines)  # type: ignore[union-attr]
+        out = _candidates(judged, pairwise, panel)
+        stand_in.append(sum(e.seconds for e in engines) - before)  # type: ignore[union-attr]
+        return out
+
+    seconds, candidates = _median(candidates_run, args.repeats)
+    rows["preference candidates"] = (seconds, statistics.median(stand_in))
+    shown = {"preference candidates": f"prompt rendering {rendering:.2f}s"}
     earlier = _earlier(judged, args.rows // 5, routing)
     seconds, (routed, _counts) = _median(
         lambda: route(candidates, routing, batch="b1", earlier=earlier, order=["b0"]), args.repeats
@@ -351,15 +362,15 @@ def main() -> None:
     labels = {
         "dedup": "MinHash hashing",
         "publish": "Parquet compression",
-        "preference candidates": "prompt rendering",  # shown, not subtracted
+        "preference candidates": "engine stand-in",
     }
     for stage, (seconds, apart) in rows.items():
-        # MinHash hashing and Parquet compression are set apart (issue 15); rendering is only shown
-        subtracted = apart if apart is not None and stage != "preference candidates" else None
-        own = seconds - (subtracted or 0.0)
+        # MinHash hashing and Parquet compression are set apart (issue 15), and the engine
+        # stand-in's time; prompt rendering is only shown (of which: inside the own time)
+        own = seconds - (apart or 0.0)
         own_total += own
         extra = f"{labels.get(stage, '')} {apart:.2f}s" if apart is not None else ""
-        extra = extra if subtracted is not None or apart is None else f"of which {extra}"
+        extra += f"; of which {shown[stage]}" if stage in shown else ""
         print(f"{stage:<22} {seconds:>8.2f} {args.rows / seconds:>10,.0f} {own * scale:>11.2f} {extra:>30}")
         report["stages"][stage] = {"seconds": seconds, "apart_s": apart, "own_s_per_100k": own * scale}
     total = sum(s for s, _ in rows.values())

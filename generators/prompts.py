@@ -34,13 +34,14 @@ class Template:
     _pieces: tuple[Piece, ...] | None = None  # None: the template does more than place variables
 
     def render(self, **values: Any) -> str:
-        if self._pieces is not None:
+        # every value a string (checked on the few values, not the many pieces)
+        if self._pieces is not None and all(type(v) is str for v in values.values()):
             try:
-                parts = [values[text] if variable else text for variable, text in self._pieces]
+                return "".join(
+                    [values[text] if variable else text for variable, text in self._pieces]
+                ).strip()
             except KeyError:  # a missing value: Jinja's StrictUndefined error, with its message
-                parts = None
-            if parts is not None and all(type(p) is str for p in parts):
-                return "".join(parts).strip()
+                pass
         return self._template.render(**values).strip()
 
 

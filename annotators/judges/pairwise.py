@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from ptfactory.annotators.judges.base import Vote
 from ptfactory.annotators.judges.llm import LLMJudge
 from ptfactory.annotators.judges.panel import aggregate
@@ -37,12 +39,14 @@ __all__ = [
     "PairwiseJudge",
     "PairwiseReport",
     "candidate_pairs",
+    "pair_vote",
     "preference_candidates",
     "swap_consistency",
 ]
 
 TEMPLATES = Path(__file__).parent / "templates"
 _MAX_CHARS = 3000  # each response; two share the judge's context
+_CHUNK = 2048  # pairs whose prompts are made and sent at once
 
 
 @dataclass(frozen=True)
@@ -80,19 +84,31 @@ class PairwiseJudge:
         # starts with the bare letter.
         return (" A", " B") if self.judge.prompt_style == "completion" else ("A", "B")
 
+    def probabilities(
+        self, instructions: Sequence[str], firsts: Sequence[str], seconds: Sequence[str]
+    ) -> tuple[list[float], list[float]]:
+        """P(first is better) per pair: read with the pair as given (P(A)), and swapped (P(B)).
+        Asked ``_CHUNK`` pairs at a time: a large batch's prompts (two responses each) are not all
+        held at once."""
+        engine = self.judge.engine
+        assert engine is not None
+        forward: list[float] = []
+        swapped: list[float] = []
+        for start in range(0, len(instructions), _CHUNK):
+            chunk = slice(start, start + _CHUNK)
+            triples = list(zip(instructions[chunk], firsts[chunk], seconds[chunk], strict=True))
+            prompts = [self._prompt(i, a, b) for i, a, b in triples]
+            prompts += [self._prompt(i, b, a) for i, a, b in triples]
+            letters = [_p_first_letter(row) for row in engine.choice_logprobs(prompts, self._letters())]
+            forward += letters[: len(triples)]
+            swapped += [1.0 - p for p in letters[len(triples) :]]
+        return forward, swapped
+
     def compare(
         self, instructions: Sequence[str], firsts: Sequence[str], seconds: Sequence[str]
     ) -> list[PairVote]:
-        engine = self.judge.engine
-        assert engine is not None
-        n = len(instructions)
-        prompts = [self._prompt(i, a, b) for i, a, b in zip(instructions, firsts, seconds, strict=True)]
-        prompts += [self._prompt(i, b, a) for i, a, b in zip(instructions, firsts, seconds, strict=True)]
-        table = engine.choice_logprobs(prompts, self._letters())
         votes = []
-        for k in range(n):
-            forward = _p_first_letter(table[k])  # P(A) with the pair as given: first is better
-            swapped = 1.0 - _p_first_letter(table[n + k])  # P(B) when swapped: first is better
+        for forward, swapped in zip(*self.probabilities(instructions, firsts, seconds), strict=True):
             says_first = (forward > 0.5, swapped > 0.5)
             consistent = says_first[0] == says_first[1]
             preferred = ("first" if says_first[0] else "second") if consistent else None
@@ -146,9 +162,15 @@ class PairwiseReport:
     rows: list[dict[str, Any]] = field(default_factory=list)  # preference rows, votes in scores.judges
     consistency: dict[str, float | None] = field(default_factory=dict)  # per judge: swap consistency
     agreement: dict[str, tuple[float | None, int]] = field(default_factory=dict)  # with the score gap
+    table: pa.Table | None = None  # the rows as a table, where they were built as one (pair_table.py)
+
+    @property
+    def count(self) -> int:
+        """How many preference rows."""
+        return self.table.num_rows if self.table is not None else len(self.rows)
 
 
-def _pair_vote(judge: LLMJudge, vote: PairVote) -> Vote:
+def pair_vote(judge: LLMJudge, vote: PairVote) -> Vote:
     if vote.preferred is None:
         why = f"abstains: the verdict flipped with the order ({vote.detail})"
         return Vote(judge.name, judge.model, None, "abstain", why, method="pairwise")
@@ -172,7 +194,9 @@ def preference_candidates(
 ) -> PairwiseReport:
     """For each instruction's best and worst answer (:func:`candidate_pairs`), a preference row
     (chosen: the best) whose ``scores.judges`` are the LLM judges' position-swapped comparisons,
-    aggregated like any vote (``weights``; judges in ``leave_out`` do not count)."""
+    aggregated like any vote (``weights``; judges in ``leave_out`` do not count). The judging asset
+    builds the same rows as a table, from the judged batch: :func:`~ptfactory.annotators.judges.
+    pair_table.preference_candidate_table`."""
     report = PairwiseReport()
     pairs = candidate_pairs(rows, margin)
     if not pairs:
@@ -188,7 +212,7 @@ def preference_candidates(
         report.consistency[judge.name] = swap_consistency(compared)
         report.agreement[judge.name] = (agree, len(decided))
         for votes, vote in zip(per_pair, compared, strict=True):
-            votes.append(_pair_vote(judge, vote))
+            votes.append(pair_vote(judge, vote))
     for (best, worst), votes in zip(pairs, per_pair, strict=True):
         report.rows.append(_candidate_row(rows[best], rows[worst], votes, weights, leave_out))
     return report

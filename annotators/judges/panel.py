@@ -13,6 +13,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +34,7 @@ __all__ = [
     "means_by_drop_reason",
     "pair_candidate_rows",
     "pair_candidates",
+    "score_columns",
 ]
 
 STAGE = "judge"
@@ -72,6 +74,29 @@ def aggregate(
         len(scores),
         round(statistics.fmean(confidences), 4) if confidences else None,
     )
+
+
+def score_columns(
+    votes: VoteColumns,
+    by_judge: Sequence[Sequence[Vote]],
+    weights: Mapping[str, float] | None,
+    leave_out: frozenset[str],
+) -> tuple[dict[str, pa.Array], np.ndarray[Any, Any]]:
+    """``scores.judges`` and the aggregates of every row as Arrow columns (what :func:`aggregate`
+    gives row by row, rounded alike), and the counted votes per row."""
+    columns, counted, scalar = votes.aggregate(weights, leave_out)
+    for r in scalar:  # what the arrays cannot reproduce exactly: aggregate() itself
+        agg = aggregate([v[r] for v in by_judge], weights, leave_out)
+        for name, value in zip(_AGGREGATES, (agg.mean, agg.median, agg.spread, agg.confidence), strict=True):
+            values, present = columns[name]
+            values[r], present[r] = (value, True) if value is not None else (0.0, False)
+        counted[r] = agg.counted
+    scores: dict[str, pa.Array] = {"judges": votes.struct()}
+    for name in _AGGREGATES:
+        values, present = columns[name]
+        # a scalar row's value is already rounded; rounding it again changes nothing
+        scores[name] = rounded(values, present)
+    return scores, counted
 
 
 def krippendorff_alpha(matrix: np.ndarray) -> float | None:
@@ -313,20 +338,7 @@ class Panel:
             votes = VoteColumns.of(by_judge)
             report = self._assess(votes)
             leave_out = frozenset(report.left_out)
-            columns, counted, scalar = votes.aggregate(self.weights, leave_out)
-            for r in scalar:  # what the arrays cannot reproduce exactly: aggregate() itself
-                agg = aggregate([v[r] for v in by_judge], self.weights, leave_out)
-                for name, value in zip(
-                    _AGGREGATES, (agg.mean, agg.median, agg.spread, agg.confidence), strict=True
-                ):
-                    values, present = columns[name]
-                    values[r], present[r] = (value, True) if value is not None else (0.0, False)
-                counted[r] = agg.counted
-            scores: dict[str, pa.Array] = {"judges": votes.struct()}
-            for name in _AGGREGATES:
-                values, present = columns[name]
-                # a scalar row's value is already rounded; rounding it again changes nothing
-                scores[name] = rounded(values, present)
+            scores, counted = score_columns(votes, by_judge, self.weights, leave_out)
             live_judged = np.flatnonzero(live[np.asarray(judged, dtype=np.int64)])
             decided = [judged[k] for k in live_judged.tolist()]
             counts = counted[live_judged].tolist()

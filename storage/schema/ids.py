@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["sample_id"]
+__all__ = ["plain_sample_id", "sample_id"]
 
 
 def _turn(message: Mapping[str, Any]) -> list[Any]:
@@ -46,5 +46,20 @@ def sample_id(
     body: list[Any] = [kind, turns(messages), turns(chosen), turns(rejected), tests, entry_point]
     if tools:
         body.append(tools)
+    return _digest(body)
+
+
+def plain_sample_id(
+    kind: str,
+    messages: list[list[Any]],
+    chosen: list[list[Any]] | None = None,
+    rejected: list[list[Any]] | None = None,
+) -> str:
+    """:func:`sample_id` of turns without tool calls given as ``[role, content]`` lists, as a
+    column-wise builder has them: the same id, without a dict a turn."""
+    return _digest([kind, messages, chosen, rejected, None, None])
+
+
+def _digest(body: list[Any]) -> str:
     payload = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     return hashlib.blake2b(payload.encode("utf-8"), digest_size=16).hexdigest()
