@@ -51,7 +51,7 @@ def preference_candidate_table(
     what each judge did with them: ``preference_candidates(pair_candidate_rows(table, margin),
     ...)`` without a dict a row."""
     report = PairwiseReport(table=SAMPLE_SCHEMA.empty_table())
-    candidates = pair_candidates(table, margin)
+    candidates = conform(pair_candidates(table, margin))  # nested types as the schema's: cut by them
     pairs = candidates.num_rows // 2
     if pairs == 0:
         return report
