@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from ptfactory.annotators.judges.base import Vote
 from ptfactory.storage.schema import JUDGE_VOTE
+from ptfactory.storage.schema.trail import rounded
 
 __all__ = ["VoteColumns", "gc_paused", "rounded"]
 
@@ -71,21 +72,6 @@ def _builtin_sum(terms: Sequence[Array], take: Sequence[Array]) -> Array:
         add = (fix != 0) & np.isfinite(fix)
         total = np.where(add, total + fix, total)
     return total
-
-
-def rounded(values: Array, present: Array) -> pa.Array:
-    """``round(x, 4)`` of each present value (Python's: the double nearest the correctly rounded
-    decimal), null elsewhere. ``rint(x * 1e4) / 1e4`` is that double unless ``x * 1e4`` lies within
-    its own rounding error of a half (there numpy and Python can round apart): those few values, and
-    ones too large or not finite, go through ``round`` itself."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        scaled = values * 1e4
-        out = np.rint(scaled) / 1e4
-        near_half = np.abs(np.abs(scaled - np.trunc(scaled)) - 0.5) < 1e-6
-        risky = present & (near_half | ~(np.abs(scaled) < 2.0**26))
-    for i in np.flatnonzero(risky).tolist():
-        out[i] = round(float(values[i]), 4)
-    return pa.array(out, pa.float64(), mask=~present)
 
 
 @dataclass

@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ptfactory.filters.dedup.core import DedupConfig, DedupResult, deduplicate
 from ptfactory.filters.dedup.index import PublishedIndex
-from ptfactory.storage.schema import add_decision, dropped_mask, row_texts, set_score
+from ptfactory.storage.schema import DEDUP, add_decision, dropped_mask, row_texts, set_score
+from ptfactory.storage.schema.trail import rounded
 
 __all__ = ["DedupStats", "dedup_samples"]
 
@@ -34,13 +36,41 @@ class DedupStats:
 
 
 def _priority(table: pa.Table) -> np.ndarray:
-    """Human references are kept over model samples; then the lowest sample id (order-independent)."""
-    methods = [p["method"] if p else "" for p in table.column("provenance").to_pylist()]
-    ids = table.column("sample_id").to_pylist()
-    order = sorted(range(len(ids)), key=lambda i: (methods[i] != "reference", ids[i]))
-    rank = np.empty(len(ids), dtype=np.int64)
-    rank[order] = np.arange(len(ids))
+    """Human references are kept over model samples; then the lowest sample id (order-independent).
+
+    Arrow's sort (stable; strings by UTF-8 bytes, i.e. by code point as Python compares them)
+    ranks the rows without a Python list of every row's provenance."""
+    method = pc.struct_field(table.column("provenance"), "method")
+    keys = pa.table(
+        {
+            "model": pc.invert(pc.equal(method, "reference").fill_null(False)),
+            "id": table.column("sample_id"),
+        }
+    )
+    order = pc.sort_indices(keys, sort_keys=[("model", "ascending"), ("id", "ascending")])
+    rank = np.empty(table.num_rows, dtype=np.int64)
+    rank[order.to_numpy()] = np.arange(table.num_rows)
     return rank
+
+
+def _published(
+    result: DedupResult, subset: pa.Table, index: PublishedIndex | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each live row, the published sample its cluster's keeper matches (None) and that
+    match's Jaccard (NaN): where a match exists, the whole cluster goes."""
+    matched = np.full(subset.num_rows, None, dtype=object)
+    jaccard = np.full(subset.num_rows, np.nan)
+    if index is None or not subset.num_rows:
+        return matched, jaccard
+    keepers = np.nonzero(result.representative)[0]
+    batches = set(subset.column("batch").unique().to_pylist())
+    matches = index.query(
+        result.signatures[keepers], exclude_batch=batches.pop() if len(batches) == 1 else None
+    )
+    for row, match in zip(keepers.tolist(), matches, strict=True):
+        if match is not None:
+            matched[row], jaccard[row] = match
+    return matched[result.cluster], jaccard[result.cluster]
 
 
 def dedup_samples(
@@ -51,64 +81,54 @@ def dedup_samples(
 ) -> tuple[pa.Table, DedupStats]:
     """Every row back, with ``scores.dedup`` and a ``dedup`` decision; rows dropped upstream pass through.
 
-    ``engine`` replaces :func:`deduplicate` with a function of the same contract (the Ray path)."""
+    ``engine`` replaces :func:`deduplicate` with a function of the same contract (the Ray path).
+    Scores and decisions are built as columns; Python formats only the details of the rows that
+    were dropped or keep a cluster."""
     started = time.perf_counter()
     stats = DedupStats(rows_in=table.num_rows)
-    live = np.nonzero(~np.asarray(dropped_mask(table).to_pylist(), dtype=bool))[0]
+    live = np.flatnonzero(~dropped_mask(table).to_numpy(zero_copy_only=False))
     subset = table.take(pa.array(live, pa.int64()))
     result = (engine or deduplicate)(row_texts(subset), config, _priority(subset))
-    ids = subset.column("sample_id").to_pylist()
-    published: list[tuple[str, float] | None] = [None] * len(ids)
-    if index is not None:
-        keepers = np.nonzero(result.representative)[0]
-        batches = set(subset.column("batch").to_pylist())
-        matches = index.query(
-            result.signatures[keepers], exclude_batch=batches.pop() if len(batches) == 1 else None
-        )
-        for row, match in zip(keepers, matches, strict=True):
-            published[row] = match
-
-    scores: list[dict[str, object] | None] = [None] * table.num_rows
-    verdicts = ["keep"] * table.num_rows
-    reasons = ["dropped_upstream"] * table.num_rows
-    details: list[str | None] = [None] * table.num_rows
-    sizes = Counter(result.cluster.tolist())
-    for position, row in enumerate(live):
-        rep = int(result.cluster[position])
-        reason = result.reason[position]
-        jaccard = float(result.jaccard[position])
-        match = published[rep]
-        scores[row] = {
-            "cluster_id": rep,
-            "representative_id": ids[rep],
-            "is_representative": bool(result.representative[position]) and match is None,
-            "jaccard": round(jaccard, 4),
-        }
-        if match is not None:  # the cluster's keeper is already published: the whole cluster goes
-            scores[row] = {**scores[row], "representative_id": match[0], "jaccard": round(match[1], 4)}
-            verdicts[row], reasons[row] = "drop", "near_duplicate_published"
-            details[row] = f"of published {match[0]} (J={match[1]:.2f})"
-        elif reason in ("near_duplicate", "exact_duplicate"):
-            verdicts[row], reasons[row] = "drop", reason
-            details[row] = f"of {ids[rep]} (J={jaccard:.2f})"
-        else:
-            reasons[row] = reason
-            details[row] = f"keeps a cluster of {sizes[rep]}" if reason == "representative" else None
-        if verdicts[row] == "drop":
-            stats.dropped[reasons[row]] += 1
-    out = set_score(table, "dedup", scores)
-    # Rows dropped upstream keep their trail as it was: dedup did not look at them.
-    live_list = [int(i) for i in live]
-    merged = add_decision(
-        out,
-        STAGE,
-        [verdicts[i] for i in live_list],
-        [reasons[i] for i in live_list],
-        [details[i] for i in live_list],
-        rows=live_list,
+    ids = subset.column("sample_id").combine_chunks()
+    cluster = np.asarray(result.cluster, dtype=np.int64)
+    published_id, published_j = _published(result, subset, index)
+    gone = np.not_equal(published_id, None).astype(bool)
+    reason = np.asarray(result.reason, dtype=object)
+    reason[gone] = "near_duplicate_published"
+    drop = gone | np.isin(reason, ["near_duplicate", "exact_duplicate"])
+    jaccard = np.where(gone, published_j, result.jaccard)
+    representative_id = np.asarray(ids.take(pa.array(cluster)).to_pylist(), dtype=object)
+    representative_id[gone] = published_id[gone]
+    scores = pa.StructArray.from_arrays(
+        [
+            pa.array(cluster, pa.int64()),
+            pa.array(representative_id, pa.string()),
+            pa.array(np.asarray(result.representative, dtype=bool) & ~gone, pa.bool_()),
+            rounded(jaccard, np.ones(len(jaccard), dtype=bool)),
+        ],
+        fields=list(DEDUP),
     )
-    stats.rows_out = int(sum(1 for i in live if verdicts[i] == "keep"))
-    stats.clusters = sum(1 for s in sizes.values() if s > 1)
-    stats.largest_cluster = max(sizes.values(), default=0)
+    # rows dropped upstream get no dedup score (null), as every row's score is set here
+    where = np.full(table.num_rows, -1, dtype=np.int64)
+    where[live] = np.arange(len(live))
+    out = set_score(table, "dedup", scores.take(pa.array(where, mask=where < 0)))
+
+    sizes = np.bincount(cluster, minlength=len(cluster))
+    details = np.full(len(live), None, dtype=object)
+    for position in np.flatnonzero(drop | (reason == "representative")).tolist():
+        if gone[position]:
+            details[position] = f"of published {published_id[position]} (J={published_j[position]:.2f})"
+        elif drop[position]:
+            details[position] = f"of {representative_id[position]} (J={result.jaccard[position]:.2f})"
+        else:
+            details[position] = f"keeps a cluster of {sizes[position]}"
+    # Rows dropped upstream keep their trail as it was: dedup did not look at them.
+    merged = add_decision(
+        out, STAGE, np.where(drop, "drop", "keep").tolist(), reason.tolist(), details.tolist(), rows=live
+    )
+    stats.dropped.update(reason[drop].tolist())
+    stats.rows_out = int((~drop).sum())
+    stats.clusters = int((sizes > 1).sum())
+    stats.largest_cluster = int(sizes.max(initial=0))
     stats.seconds = time.perf_counter() - started
     return merged, stats

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from ptfactory.errors import SchemaError
 from ptfactory.storage.schema.record import DECISION, SAMPLE_SCHEMA, SCORES
 
-__all__ = ["add_decision", "dropped_mask", "live_rows", "set_score", "set_scores"]
+__all__ = ["add_decision", "dropped_mask", "live_rows", "rounded", "set_score", "set_scores"]
 
 _DECISIONS = pa.list_(DECISION)
 
@@ -139,3 +139,18 @@ def set_scores(
     merged = pa.StructArray.from_arrays([fields[f.name] for f in SCORES], fields=list(SCORES))
     index = table.schema.get_field_index("scores")
     return table.set_column(index, SAMPLE_SCHEMA.field("scores"), merged)
+
+
+def rounded(values: np.ndarray[Any, Any], present: np.ndarray[Any, Any]) -> pa.Array:
+    """``round(x, 4)`` of each present value, as scores are stored (Python's: the double nearest
+    the correctly rounded decimal), null elsewhere. ``rint(x * 1e4) / 1e4`` is that double unless ``x * 1e4`` lies within
+    its own rounding error of a half (there numpy and Python can round apart): those few values, and
+    ones too large or not finite, go through ``round`` itself."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = values * 1e4
+        out = np.rint(scaled) / 1e4
+        near_half = np.abs(np.abs(scaled - np.trunc(scaled)) - 0.5) < 1e-6
+        risky = present & (near_half | ~(np.abs(scaled) < 2.0**26))
+    for i in np.flatnonzero(risky).tolist():
+        out[i] = round(float(values[i]), 4)
+    return pa.array(out, pa.float64(), mask=~present)
