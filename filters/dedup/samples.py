@@ -92,7 +92,7 @@ def dedup_samples(
     ids = subset.column("sample_id").combine_chunks()
     cluster = np.asarray(result.cluster, dtype=np.int64)
     published_id, published_j = _published(result, subset, index)
-    gone = np.not_equal(published_id, None).astype(bool)
+    gone = ~np.isnan(published_j)  # NaN where the keeper matched nothing published
     reason = np.asarray(result.reason, dtype=object)
     reason[gone] = "near_duplicate_published"
     drop = gone | np.isin(reason, ["near_duplicate", "exact_duplicate"])

@@ -70,6 +70,7 @@ def _expected(table: pa.Table, index: PublishedIndex | None) -> list[dict[str, A
             "jaccard": round(float(result.jaccard[position]) if match is None else match[1], 4),
         }
         reason = result.reason[position]
+        decision: tuple[str, str, str | None]
         if match is not None:
             decision = ("drop", "near_duplicate_published", f"of published {match[0]} (J={match[1]:.2f})")
         elif reason in ("near_duplicate", "exact_duplicate"):
