@@ -20,6 +20,7 @@ from ptfactory.assets.partitions import batch_partitions
 from ptfactory.assets.resources import FactoryResource
 from ptfactory.filters.difficulty import STAGE as DIFFICULTY
 from ptfactory.filters.difficulty import score_difficulty
+from ptfactory.filters.execution.remembering import Remembering
 from ptfactory.filters.execution.select import open_sandbox
 from ptfactory.storage.schema import conform, live_rows
 
@@ -59,7 +60,10 @@ def difficulty_scored(
     before = student.stats.__dict__.copy()
     guard = stage_guard(context, factory, "difficulty_scored")
     with (
-        open_sandbox(config.sandbox.limits(), config.sandbox.workers, config.sandbox.backend) as sandbox,
+        # each distinct program runs once: a replay after a budget stop reuses the first pass's runs
+        Remembering(
+            open_sandbox(config.sandbox.limits(), config.sandbox.workers, config.sandbox.backend)
+        ) as sandbox,
         metered(guard, [(student, factory.price_per_mtok("student"))]),
     ):
         (table, stats), unfinished = within_budget(
