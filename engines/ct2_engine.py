@@ -71,9 +71,20 @@ class CTranslate2Engine(Engine):
         if self._generator is None:
             from transformers import AutoTokenizer
 
-            from ptfactory.engines.ct2_models import ct2_model_dir, hf_folder, import_ctranslate2
+            from ptfactory.engines.ct2_models import (
+                broken_on_ct2,
+                ct2_model_dir,
+                hf_folder,
+                import_ctranslate2,
+            )
 
             ctranslate2 = import_ctranslate2()
+            reason = broken_on_ct2(self.model_path)
+            if reason:
+                raise EngineError(
+                    f"model {self.model_path!r} does not run on backend ctranslate2: {reason}; "
+                    "use backend: transformers (or auto, which picks it for this model)"
+                )
 
             compute = self.quantization()
             folder = ct2_model_dir(self.model_path)

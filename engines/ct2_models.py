@@ -26,11 +26,26 @@ from ptfactory.engines.bundled import BUNDLED, _models_dir, bundled_model_dir
 from ptfactory.engines.weights import folder_fingerprint
 from ptfactory.errors import EngineError
 
-__all__ = ["CT2_ARCHITECTURES", "ct2_model_dir", "hf_folder", "import_ctranslate2", "supports_ct2"]
+__all__ = [
+    "CT2_ARCHITECTURES",
+    "CT2_BROKEN",
+    "broken_on_ct2",
+    "ct2_model_dir",
+    "hf_folder",
+    "import_ctranslate2",
+    "supports_ct2",
+]
 
 # Architectures whose conversion was checked against transformers (bench/engines.py): CTranslate2
 # converts more (Gemma 3 among them), but agreement was measured only for these.
 CT2_ARCHITECTURES = frozenset({"LlamaForCausalLM"})
+# Architectures CTranslate2 converts but runs wrongly: refused with the reason, not served broken.
+CT2_BROKEN = {
+    "Gemma3ForCausalLM": (
+        "CTranslate2 4.8 sizes Gemma 3's cache to its 512-token sliding window and fails past it, "
+        'and fails on a batch of prompts of different lengths ("Length mask has size ...")'
+    ),
+}
 _TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -66,6 +81,13 @@ def _architectures(folder: Path) -> list[str]:
     return list(json.loads(config.read_text(encoding="utf-8")).get("architectures") or [])
 
 
+def broken_on_ct2(model: str) -> str | None:
+    """Why CTranslate2 cannot serve this model (bundled name or HF folder), or None."""
+    source = hf_folder(model)
+    found = [CT2_BROKEN[a] for a in _architectures(source) if a in CT2_BROKEN] if source else []
+    return found[0] if found else None
+
+
 def supports_ct2(model: str) -> bool:
     """Whether ``backend: auto`` runs this model on CTranslate2: a bundled model or a local HF
     folder of a checked architecture, or a folder already converted. Read from config files
@@ -73,8 +95,7 @@ def supports_ct2(model: str) -> bool:
     if importlib.util.find_spec("ctranslate2") is None:
         return False
     if model in BUNDLED:
-        # Gemma 3: its scores matched transformers on short prompts only (not past its 512-token
-        # sliding window), so auto keeps it on transformers; backend: ctranslate2 runs it
+        # Gemma 3 (bundled:gemma3-270m) is in CT2_BROKEN: transformers
         return model == "bundled"
     path = Path(model).expanduser()
     if (path / "model.bin").is_file():
