@@ -41,7 +41,7 @@ _FORWARD_FLOATS = 64 * 1024 * 1024  # logits held at once by choice_logprobs (25
 @dataclass
 class CTranslate2Engine(Engine):
     model_path: str = "bundled"
-    batch_size: int = 8
+    batch_size: int = 32  # EngineSpec's default (engines/spec.py says why)
     dtype: str = "auto"  # the compute type
     threads: int | None = None
 

@@ -49,7 +49,7 @@ _REVISION = "2"
 @dataclass
 class TransformersEngine(Engine):
     model_path: str = "bundled"
-    batch_size: int = 8
+    batch_size: int = 32  # EngineSpec's default (engines/spec.py says why)
     device: str = "cpu"
     dtype: str = "auto"  # float32 on CPU (faster than bf16 on AVX2), bfloat16 on GPU
     threads: int | None = None
