@@ -41,7 +41,8 @@ _FORWARD_FLOATS = 64 * 1024 * 1024  # logits held at once by choice_logprobs (25
 @dataclass
 class CTranslate2Engine(Engine):
     model_path: str = "bundled"
-    batch_size: int = 32  # EngineSpec's default (engines/spec.py says why)
+    batch_size: int = 32  # EngineSpec's defaults (engines/spec.py says why)
+    score_batch_size: int = 8
     dtype: str = "auto"  # the compute type
     threads: int | None = None
 
@@ -114,6 +115,7 @@ class CTranslate2Engine(Engine):
                 model_id=self.model_id,
                 model_path=self.model_path,
                 batch_size=self.batch_size,
+                score_batch_size=self.score_batch_size,
                 threads=self.threads,
             )
         return self._delegate
@@ -198,7 +200,7 @@ class CTranslate2Engine(Engine):
         # log_probs[j] is the log-probability of token j + 1 given the tokens before it
         scored = generator.score_batch(
             [tokenizer.convert_ids_to_tokens(pairs[i][0] + pairs[i][1]) for i in todo],
-            max_batch_size=self.batch_size,
+            max_batch_size=self.score_batch_size,
             max_input_length=0,
         )
         for i, result in zip(todo, scored, strict=True):
@@ -227,7 +229,7 @@ class CTranslate2Engine(Engine):
             end = start + 1
             while (
                 end < len(order)
-                and end - start < self.batch_size
+                and end - start < self.score_batch_size
                 and (end + 1 - start) * len(contexts[order[end]]) * vocab <= _FORWARD_FLOATS
             ):
                 end += 1

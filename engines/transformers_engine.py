@@ -49,7 +49,8 @@ _REVISION = "2"
 @dataclass
 class TransformersEngine(Engine):
     model_path: str = "bundled"
-    batch_size: int = 32  # EngineSpec's default (engines/spec.py says why)
+    batch_size: int = 32  # EngineSpec's defaults (engines/spec.py says why)
+    score_batch_size: int = 8
     device: str = "cpu"
     dtype: str = "auto"  # float32 on CPU (faster than bf16 on AVX2), bfloat16 on GPU
     threads: int | None = None
@@ -207,8 +208,8 @@ class TransformersEngine(Engine):
         order = sorted(range(len(prompts)), key=lambda i: len(contexts[i]))  # less padding per batch
         results: dict[int, list[float]] = {}
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
+        for start in range(0, len(order), self.score_batch_size):
+            batch = order[start : start + self.score_batch_size]
             width = max(len(contexts[i]) for i in batch)
             input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)
@@ -241,7 +242,7 @@ class TransformersEngine(Engine):
         )
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         for batch in _score_batches(
-            order, [len(pairs[i][1]) for i in range(len(pairs))], self.batch_size, _vocab(model)
+            order, [len(pairs[i][1]) for i in range(len(pairs))], self.score_batch_size, _vocab(model)
         ):
             rows = [pairs[i][0] + pairs[i][1] for i in batch]
             width = max(map(len, rows))
