@@ -112,7 +112,7 @@ def test_auto_backend_picks_ctranslate2_where_it_runs_the_model(tiny_model: Path
     with pytest.raises(EngineError, match="not 'some-org/model'"):
         CTranslate2Engine(model_id="x", model_path="some-org/model")._load()
     # converted but run wrongly there (past its sliding window, mixed-length batches): refused, saying why
-    with pytest.raises(EngineError, match="sliding window.*use backend: transformers"):
+    with pytest.raises(EngineError, match=r"sliding window.*use backend: transformers"):
         CTranslate2Engine(model_id="g", model_path="bundled:gemma3-270m").score(["Q:"], [" A"])
 
 
