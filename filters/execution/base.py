@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Self
 
 from ptfactory.filters.execution.limits import ExecResult, Limits
 
@@ -49,7 +50,7 @@ class Sandbox(ABC):
     def close(self) -> None:  # noqa: B027 - optional: backends without warm state hold nothing
         """Release containers or processes."""
 
-    def __enter__(self) -> Sandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

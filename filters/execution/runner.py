@@ -9,7 +9,7 @@ A job: a fresh directory holding its files, its command under ``timeout -s KILL`
 from /dev/null and its output on pipes that only this runner reads (so a job cannot write to the
 control channel), ``oom_score_adj`` 1000 so the kernel's OOM killer picks the job, not the runner.
 After the job every process but this one and PID 1 is killed (``kill(-1)`` spares the caller on
-Linux), /work and /tmp are emptied, and the answer says whether that left the container clean.
+Linux) and the runner waits until PID 1 has reaped them (a zombie holds a place under the pids cap), /work and /tmp are emptied, and the answer says whether that left the container clean.
 The runner makes itself non-dumpable so that a job running under the same uid cannot open its
 /proc/PID/fd entries or ptrace it; a job can still SIGKILL it, which ends the stream: the host then
 recycles the container.
@@ -35,6 +35,7 @@ from typing import Any
 _PR_SET_DUMPABLE = 4
 _DEADLINE_GRACE_S = 2.0  # past the in-container `timeout`, the runner kills the job itself
 _DRAIN_S = 0.5  # how long output left by a job's children is read after the job ends
+_REAP_S = 5.0  # how long a job's killed processes may take to be reaped; past it, not clean
 # Raised in the job's own shell: this runner is non-dumpable, so a child's /proc/self stays root's
 # until it execs.
 _OOM_FIRST = 'echo 1000 > /proc/self/oom_score_adj; exec "$@"'
@@ -48,24 +49,18 @@ def _non_dumpable() -> None:
 
 
 def _others() -> list[int]:
-    """Live processes other than this one and PID 1 (zombies are dead already)."""
-    me, found = os.getpid(), []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in (1, me):
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in ("Z", "X"):
-            found.append(int(name))
-    return found
+    """Processes other than this one and PID 1, zombies included: a zombie still holds its place
+    under the container's pids cap until it is reaped."""
+    me = os.getpid()
+    return [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in (1, me)]
 
 
 def _kill_all() -> bool:
-    """Kill every process but this one and PID 1; True when none is left alive."""
-    for _ in range(20):
+    """Kill every process but this one and PID 1 and wait until each is reaped; True when none is
+    left. Orphans are reaped by PID 1, not here: returning while they are zombies would let the
+    next job's first fork fail on the pids cap a fork bomb filled."""
+    deadline = time.monotonic() + _REAP_S
+    while True:
         try:
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:
@@ -73,8 +68,9 @@ def _kill_all() -> bool:
         _reap()
         if not _others():
             return True
-        time.sleep(0.01)
-    return False
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
 
 
 def _reap() -> None:

@@ -53,6 +53,20 @@ def test_attack_is_contained(sandbox: DockerSandbox, name: str, code: str, statu
     _still_serving(sandbox)
 
 
+def test_the_next_job_in_the_same_container_can_fork_after_a_fork_bomb() -> None:
+    # One container, so the next job lands where the bomb went off. Its killed processes are
+    # zombies until PID 1 reaps them, and each holds a place under the pids cap: the runner must
+    # wait for them before it answers, or the next job's first fork fails ("timeout: fork system
+    # call failed", exit 125) and a good program is recorded as failed.
+    with DockerSandbox(LIMITS, workers=1) as box:
+        for _ in range(3):
+            bomb = _run(box, "import os\nwhile True:\n    os.fork()\n")
+            assert bomb.status in {"failed", "timeout", "oom"}, bomb  # type: ignore[attr-defined]
+            after = box.run({}, ["bash", "-c", "sleep 0 & wait; echo forked"])
+            assert (after.status, after.stdout_tail) == ("passed", "forked\n"), after
+    assert_no_containers_left(box.session)
+
+
 _FORGE = """import glob, json, os
 forged = 0
 for path in glob.glob('/proc/[0-9]*/fd/[0-2]'):
