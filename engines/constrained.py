@@ -1,28 +1,23 @@
-"""Per-row logits processors for the embedded engine's ``generate``: JSON-schema constraint and
-seeded sampling.
+"""The JSON-schema constraint for the embedded engine's ``generate``, a per-row logits processor
+(seeded sampling: :mod:`~ptfactory.engines.sampling`).
 
 - :class:`JsonSchemaConstraint` masks every token the schema does not allow next (llguidance:
   3 MB, no dependencies; xgrammar pulls in triton, ~1 GB on a CPU box; lm-format-enforcer
   0.11 does not import with transformers 5; outlines-core builds a regex index for the vote
   schema's ``maxLength: 400`` that did not finish in minutes here). A row whose matcher has
   ended (EOS taken, or the row stopped and is fed padding) is left alone.
-- :class:`SeededSampler` draws each row's next token from that row's own ``torch.Generator``
-  seeded from (seed, request), so a request's sampled text does not depend on which other
-  requests share its batch or where it sits in it; ``generate`` then runs greedy and picks the
-  one token the sampler left.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from ptfactory.errors import EngineError
 
-__all__ = ["GrammarCache", "JsonSchemaConstraint", "SeededSampler"]
+__all__ = ["GrammarCache", "JsonSchemaConstraint"]
 
 
 class GrammarCache:
@@ -97,29 +92,3 @@ class JsonSchemaConstraint:
         masked = scores.to("cpu")
         apply_token_bitmask_inplace(masked, self._bitmask)
         return masked.to(scores.device)  # type: ignore[return-value]
-
-
-class SeededSampler:
-    """Temperature and nucleus sampling, one generator per row; returns logits with only the drawn
-    token left, so greedy decoding after it takes exactly that token."""
-
-    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, device: str) -> None:
-        self._generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
-        self._temperature = temperature
-        self._top_p = top_p
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        probs = torch.softmax(scores.float() / self._temperature, dim=-1)
-        if self._top_p < 1.0:
-            ordered, index = probs.sort(dim=-1, descending=True)
-            # keep the smallest head whose mass reaches top_p (the first token always stays)
-            drop = ordered.cumsum(dim=-1) - ordered > self._top_p
-            ordered = ordered.masked_fill(drop, 0.0)
-            probs = torch.zeros_like(probs).scatter(-1, index, ordered)
-        picked = [
-            int(torch.multinomial(probs[row], 1, generator=gen).item())
-            for row, gen in enumerate(self._generators)
-        ]
-        out = torch.full_like(scores, float("-inf"))
-        out[torch.arange(len(picked)), torch.tensor(picked, device=scores.device)] = 0.0
-        return out  # type: ignore[return-value]

@@ -65,8 +65,11 @@ class CTranslate2Engine(Engine):
 
     def engine_version(self) -> str:
         # sampled and constrained answers come from the transformers delegate: its versions count too
+        from ptfactory.engines.transformers_engine import REVISION as delegate
+
         names = ("ctranslate2", "transformers", "torch")
-        return f"r{_REVISION} " + " ".join(f"{n}={importlib.metadata.version(n)}" for n in names)
+        versions = " ".join(f"{n}={importlib.metadata.version(n)}" for n in names)
+        return f"r{_REVISION}.{delegate} {versions}"
 
     def _load(self) -> tuple[Any, Any]:
         if self._generator is None:

@@ -1,10 +1,12 @@
 """The embedded default engine: Hugging Face transformers on CPU (or one GPU), batched.
 
 - Generation: each fixed request chunk is cut into batches of prompts of similar length (less
-  padding); sampling draws from per-request generators seeded from (seed, request), so a
-  request's text does not depend on its batch (:mod:`~ptfactory.engines.constrained`).
+  padding), decoded by a loop whose rows leave the batch as they end
+  (:mod:`~ptfactory.engines.decoding`); sampling draws from per-request generators seeded from
+  (seed, request), so a request's text does not depend on its batch
+  (:mod:`~ptfactory.engines.sampling`).
 - Constrained JSON (``supports_json_schema``): ``params.json_schema`` masks every token the
-  schema does not allow (llguidance), so a reply that finishes (``finish_reason`` ``stop``) parses
+  schema does not allow (llguidance, in transformers' ``generate``), so a reply that finishes (``finish_reason`` ``stop``) parses
   and validates; one cut by ``max_tokens`` says ``length``. Stop strings are not applied to
   constrained replies (the grammar decides where the JSON ends).
 - Scoring: batches of (prompt, continuation) padded on the right (causal attention: the padding
@@ -41,9 +43,17 @@ from ptfactory.errors import EngineError
 
 __all__ = ["TransformersEngine"]
 
+
 # Bumped when this engine's outputs change for the same request (e.g. how sampling is seeded),
 # so the cache does not serve the old behaviour's answers.
-_REVISION = "2"
+REVISION = "3"
+
+
+def _ids(value: int | list[int] | None) -> list[int]:
+    """A generation config's ``eos_token_id``: one id, a list of them, or none."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, int) else list(value)
 
 
 @dataclass
@@ -74,7 +84,7 @@ class TransformersEngine(Engine):
 
     def engine_version(self) -> str:
         versions = (importlib.metadata.version(p) for p in ("transformers", "torch"))
-        return f"r{_REVISION} transformers={next(versions)} torch={next(versions)}"
+        return f"r{REVISION} transformers={next(versions)} torch={next(versions)}"
 
     def _load(self) -> tuple[Any, Any]:
         if self._model is None:
@@ -129,24 +139,18 @@ class TransformersEngine(Engine):
                 results[i] = group
         return [results[i] for i in range(len(conversations))]
 
-    def _processors(self, batch: Sequence[Conversation], params: SamplingParams) -> list[Any]:
-        from ptfactory.engines.constrained import GrammarCache, SeededSampler
+    def _sampler(self, batch: Sequence[Conversation], params: SamplingParams) -> Any:
+        """Per-row seeded sampling for a sampled request, else None (greedy)."""
+        from ptfactory.engines.sampling import SeededSampler
 
-        processors: list[Any] = []
-        rows = len(batch) * params.n
-        if params.json_schema is not None:
-            if self._grammars is None:
-                self._grammars = GrammarCache(self._tokenizer, int(self._model.config.vocab_size))
-            processors.append(self._grammars.constraint(params.json_schema, rows))
-        if params.temperature > 0:
-            # row r of generate's output is sample r % n of request r // n
-            seeds = [s for conv in batch for s in request_seeds(params, conv)]
-            processors.append(SeededSampler(seeds, params.temperature, params.top_p, self.device))
-        return processors
+        if params.temperature <= 0:
+            return None
+        # row r of the batch is sample r % n of request r // n
+        seeds = [s for conv in batch for s in request_seeds(params, conv)]
+        return SeededSampler(seeds, params.temperature, params.top_p, self.device)
 
     def _generate(self, batch: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
         import torch
-        from transformers import LogitsProcessorList
 
         model, tokenizer = self._load()
         encoded = tokenizer.apply_chat_template(
@@ -157,42 +161,92 @@ class TransformersEngine(Engine):
             padding=True,
             return_dict=True,
         )
-        # n samples per request as n rows (generate's num_return_sequences refuses greedy n > 1)
+        # n samples per request as n rows
         encoded = {k: v.repeat_interleave(params.n, dim=0).to(self.device) for k, v in encoded.items()}
         if params.seed is None:
             params = replace(params, seed=int(torch.randint(0, 2**62, ()).item()))
-        # sampling happens in the seeded processor; generate then only takes its one token
-        kwargs: dict[str, Any] = {
-            "max_new_tokens": params.max_tokens,
-            "do_sample": False,
-            "pad_token_id": tokenizer.pad_token_id,
-            "temperature": None,
-            "top_p": None,
-            "top_k": None,
-            "logits_processor": LogitsProcessorList(self._processors(batch, params)),
-        }
+        eos = {tokenizer.eos_token_id, tokenizer.pad_token_id, *_ids(model.generation_config.eos_token_id)}
+        eos.discard(None)
         stops = params.stop if params.json_schema is None else ()
-        if stops:
-            kwargs.update(stop_strings=list(stops), tokenizer=tokenizer)
         with torch.inference_mode():
-            output = model.generate(**encoded, **kwargs)
-        width = encoded["input_ids"].shape[1]
+            if params.json_schema is not None:
+                generated = self._generate_constrained(encoded, batch, params)
+            else:
+                generated = self._decode(encoded, batch, params, eos, stops)
         prompt_lengths = encoded["attention_mask"].sum(dim=1).tolist()
-        eos = {tokenizer.eos_token_id, tokenizer.pad_token_id}
         completions: list[list[Completion]] = []
         for index in range(len(batch)):
             group = []
-            for sequence in output[index * params.n : (index + 1) * params.n]:
-                generated = sequence[width:].tolist()
-                length = next((i for i, t in enumerate(generated) if t in eos), len(generated))
-                text = tokenizer.decode(generated[:length], skip_special_tokens=True)
-                finish = "stop" if length < len(generated) or length < params.max_tokens else "length"
+            for tokens in generated[index * params.n : (index + 1) * params.n]:
+                length = next((i for i, t in enumerate(tokens) if t in eos), len(tokens))
+                text = tokenizer.decode(tokens[:length], skip_special_tokens=True)
+                finish = "stop" if length < len(tokens) or length < params.max_tokens else "length"
                 for stop in stops:
                     if stop in text:
                         text, finish = text.split(stop, 1)[0], "stop"
                 group.append(Completion(text, int(prompt_lengths[index * params.n]), length, finish))
             completions.append(group)
         return completions
+
+    def _decode(
+        self,
+        encoded: dict[str, Any],
+        batch: Sequence[Conversation],
+        params: SamplingParams,
+        eos: set[int],
+        stops: Sequence[str],
+    ) -> list[list[int]]:
+        """Plain and sampled replies: our loop, whose ended rows leave the batch
+        (:mod:`~ptfactory.engines.decoding`)."""
+        from ptfactory.engines.decoding import decode
+
+        sampler = self._sampler(batch, params)
+        tail = 4 * max((len(stop) for stop in stops), default=0) + 4  # tokens that hold a stop's characters
+
+        def stopped(_row: int, tokens: list[int]) -> bool:
+            text = self._tokenizer.decode(tokens[-tail:], skip_special_tokens=True)
+            return any(stop in text for stop in stops)
+
+        return decode(
+            self._model,
+            encoded["input_ids"],
+            encoded["attention_mask"],
+            max_new_tokens=params.max_tokens,
+            pick=sampler.draw if sampler is not None else lambda logits: logits.argmax(dim=-1),
+            eos=eos,
+            keep=sampler.keep if sampler is not None else None,
+            stopped=stopped if stops else None,
+        )
+
+    def _generate_constrained(
+        self, encoded: dict[str, Any], batch: Sequence[Conversation], params: SamplingParams
+    ) -> list[list[int]]:
+        """JSON-constrained replies: ``generate`` with the grammar's mask (its matchers hold one
+        state per row of the whole batch) and the seeded sampler as logits processors."""
+        from transformers import LogitsProcessorList
+
+        from ptfactory.engines.constrained import GrammarCache
+
+        model, tokenizer = self._model, self._tokenizer
+        if self._grammars is None:
+            self._grammars = GrammarCache(tokenizer, int(model.config.vocab_size))
+        assert params.json_schema is not None
+        processors: list[Any] = [self._grammars.constraint(params.json_schema, len(batch) * params.n)]
+        if (sampler := self._sampler(batch, params)) is not None:
+            processors.append(sampler)
+        # sampling happens in the seeded processor; generate then only takes its one token
+        output = model.generate(
+            **encoded,
+            max_new_tokens=params.max_tokens,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+            logits_processor=LogitsProcessorList(processors),
+        )
+        width = encoded["input_ids"].shape[1]
+        return [sequence[width:].tolist() for sequence in output]
 
     def _choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str]) -> list[list[float]]:
         """One forward pass per batch of prompts when every choice is one distinct token after the
