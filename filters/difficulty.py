@@ -160,10 +160,13 @@ def score_difficulty(
         if method == "ifd" and not _answer(row):
             method = "none"
         by_method.setdefault(method, []).append(i)
+    # the student's attempts at math and code rows in one engine call: one batch, not two in turn
+    attempted = [i for method in ("pass_rate", "code") for i in by_method.get(method, [])]
+    answers = _student_answers([_prompt(rows[i]) for i in attempted], student, config) if attempted else {}
     if by_method.get("pass_rate"):
         results.update(
             _math_pass_rate(
-                [rows[i] for i in by_method["pass_rate"]], by_method["pass_rate"], student, config
+                [rows[i] for i in by_method["pass_rate"]], by_method["pass_rate"], answers, config
             )
         )
     results.update(
@@ -171,7 +174,7 @@ def score_difficulty(
             rows,
             by_method.get("code", []),
             by_method.get("code_unscored", []),
-            student,
+            answers,
             sandbox=sandbox,
             config=config,
         )
@@ -221,15 +224,14 @@ def _code(
     rows: list[dict[str, Any]],
     scored: list[int],
     unscored: list[int],
-    student: Engine,
+    answers: dict[str, list[Completion]],
     *,
     sandbox: Sandbox | None,
     config: DifficultyConfig,
 ) -> dict[int, _Outcome]:
-    """Code rows: student attempts for ``scored`` (pass_rate), then every row's decision."""
+    """Code rows: the student's attempts at ``scored`` (pass_rate) graded, then every row's decision."""
     attempts: dict[int, Attempts] = {}
     if scored:
-        answers = _student_answers([_prompt(rows[i]) for i in scored], student, config)
         problems = list(
             dict.fromkeys((_prompt(rows[i]), rows[i]["tests"], rows[i]["entry_point"]) for i in scored)
         )
@@ -280,10 +282,12 @@ def _code_outcome(
 
 
 def _math_pass_rate(
-    rows: list[dict[str, Any]], indices: list[int], student: Engine, config: DifficultyConfig
+    rows: list[dict[str, Any]],
+    indices: list[int],
+    answers: dict[str, list[Completion]],
+    config: DifficultyConfig,
 ) -> dict[int, _Outcome]:
     """Answers with a final number: the student's final numbers against the row's."""
-    answers = _student_answers([_prompt(r) for r in rows], student, config)
     out: dict[int, _Outcome] = {}
     for index, row in zip(indices, rows, strict=True):
         wanted = final_number(_answer(row))

@@ -12,15 +12,16 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from ptfactory.engines.base import Engine, SamplingParams
+from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams
 from ptfactory.generators.config import GenerationConfig, SamplingConfig
 from ptfactory.generators.novelty import NoveltyFilter, rouge_l
-from ptfactory.generators.prompts import template
+from ptfactory.generators.prompts import Template, template
 from ptfactory.generators.records import (
     candidate_row,
     parse_code_problem,
@@ -61,6 +62,33 @@ def _stable_index(text: str, modulo: int) -> int:
     return int(hashlib.sha256(text.encode()).hexdigest(), 16) % modulo
 
 
+@dataclass
+class _Asked:
+    """One method's requests, and how it reads their replies into candidate rows."""
+
+    conversations: list[Conversation]
+    params: SamplingParams
+    read: Callable[[list[list[Completion]]], list[dict[str, Any]]]
+
+
+def _ask_together(engine: Engine, asked: list[_Asked]) -> list[list[list[Completion]]]:
+    """Each method's replies; methods with the same sampling settings share one engine call (one
+    batch: self-instruct's and evol-instruct's few requests decode together rather than one after
+    the other). A request's text does not depend on its batch (per-request seeds)."""
+    groups: dict[str, list[int]] = {}
+    for index, method in enumerate(asked):
+        groups.setdefault(method.params.to_json(), []).append(index)
+    replies: list[list[list[Completion]]] = [[] for _ in asked]
+    for members in groups.values():
+        conversations = [c for i in members for c in asked[i].conversations]
+        together = engine.chat(conversations, asked[members[0]].params)
+        start = 0
+        for i in members:
+            replies[i] = together[start : start + len(asked[i].conversations)]
+            start += len(asked[i].conversations)
+    return replies
+
+
 def generate_instructions(
     seeds: pa.Table, engine: Engine, config: GenerationConfig, batch: str
 ) -> tuple[pa.Table, InstructionStats]:
@@ -93,9 +121,14 @@ def generate_instructions(
                 )
             )
     novelty = NoveltyFilter(config.self_instruct.novelty_threshold, [_user_prompt(s) for s in seed_rows])
-    rows += _self_instruct(sft_seeds or seed_rows, engine, config, batch, novelty)
-    rows += _evolve(sft_seeds, engine, config, batch)
-    rows += _code_problems(code_seeds, engine, config, batch)
+    methods = [
+        _self_instruct(sft_seeds or seed_rows, engine, config, batch, novelty),
+        _evolve(sft_seeds, engine, config, batch),
+        _code_problems(code_seeds, engine, config, batch),
+    ]
+    asked = [m for m in methods if m is not None]
+    for method, replies in zip(asked, _ask_together(engine, asked), strict=True):
+        rows += method.read(replies)
 
     unique: dict[str, dict[str, Any]] = {}
     for row in rows:
@@ -113,10 +146,10 @@ def generate_instructions(
 
 def _self_instruct(
     pool: list[dict[str, Any]], engine: Engine, config: GenerationConfig, batch: str, novelty: NoveltyFilter
-) -> list[dict[str, Any]]:
+) -> _Asked | None:
     settings = config.self_instruct
     if not settings.count or not pool:
-        return []
+        return None
     tpl = template("self_instruct")
     rng = random.Random(f"{batch}:self_instruct")
     prompts, parents = [], []
@@ -125,7 +158,25 @@ def _self_instruct(
         prompts.append(tpl.render(examples=[_user_prompt(e) for e in examples]))
         parents.append(examples[0])
     params = _params(config.instructions)
-    replies = engine.chat([[{"role": "user", "content": p}] for p in prompts], params)
+
+    def read(replies: list[list[Completion]]) -> list[dict[str, Any]]:
+        return _read_self_instruct(
+            replies, parents=parents, engine=engine, params=params, tpl=tpl, batch=batch, novelty=novelty
+        )
+
+    return _Asked([[{"role": "user", "content": p}] for p in prompts], params, read)
+
+
+def _read_self_instruct(
+    replies: list[list[Completion]],
+    *,
+    parents: list[dict[str, Any]],
+    engine: Engine,
+    params: SamplingParams,
+    tpl: Template,
+    batch: str,
+    novelty: NoveltyFilter,
+) -> list[dict[str, Any]]:
     rows = []
     for parent, (completion,) in zip(parents, replies, strict=True):
         prov = provenance(
@@ -176,11 +227,11 @@ def _self_instruct(
 
 def _evolve(
     seeds: list[dict[str, Any]], engine: Engine, config: GenerationConfig, batch: str
-) -> list[dict[str, Any]]:
+) -> _Asked | None:
     settings = config.evol_instruct
     chosen = seeds[: settings.count]
     if not chosen:
-        return []
+        return None
     jobs = []
     offset = _stable_index(batch, len(settings.operations))  # rotate, so every operation gets used
     for index, seed in enumerate(chosen):
@@ -190,7 +241,21 @@ def _evolve(
     conversations = [
         [{"role": "user", "content": tpl.render(instruction=_user_prompt(seed))}] for seed, _, tpl in jobs
     ]
-    replies = engine.chat(conversations, params)
+
+    def read(replies: list[list[Completion]]) -> list[dict[str, Any]]:
+        return _read_evolved(replies, jobs=jobs, engine=engine, params=params, batch=batch)
+
+    return _Asked(conversations, params, read)
+
+
+def _read_evolved(
+    replies: list[list[Completion]],
+    *,
+    jobs: list[tuple[dict[str, Any], str, Template]],
+    engine: Engine,
+    params: SamplingParams,
+    batch: str,
+) -> list[dict[str, Any]]:
     rows = []
     for (seed, operation, tpl), (completion,) in zip(jobs, replies, strict=True):
         prov = provenance(
@@ -226,16 +291,31 @@ def _evolve(
 
 def _code_problems(
     seeds: list[dict[str, Any]], engine: Engine, config: GenerationConfig, batch: str
-) -> list[dict[str, Any]]:
+) -> _Asked | None:
     if not config.code.count or not seeds:
-        return []
+        return None
     tpl = template("code_problem")
     chosen = [seeds[i % len(seeds)] for i in range(config.code.count)]
     params = _params(config.code_problems)
     conversations = [
         [{"role": "user", "content": tpl.render(prompt=_user_prompt(s), tests=s["tests"])}] for s in chosen
     ]
-    replies = engine.chat(conversations, params)
+
+    def read(replies: list[list[Completion]]) -> list[dict[str, Any]]:
+        return _read_code_problems(replies, chosen=chosen, engine=engine, params=params, tpl=tpl, batch=batch)
+
+    return _Asked(conversations, params, read)
+
+
+def _read_code_problems(
+    replies: list[list[Completion]],
+    *,
+    chosen: list[dict[str, Any]],
+    engine: Engine,
+    params: SamplingParams,
+    tpl: Template,
+    batch: str,
+) -> list[dict[str, Any]]:
     rows = []
     for seed, (completion,) in zip(chosen, replies, strict=True):
         prov = provenance(
