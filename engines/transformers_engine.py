@@ -6,9 +6,9 @@
   (seed, request), so a request's text does not depend on its batch
   (:mod:`~ptfactory.engines.sampling`).
 - Constrained JSON (``supports_json_schema``): ``params.json_schema`` masks every token the
-  schema does not allow (llguidance, in transformers' ``generate``), so a reply that finishes (``finish_reason`` ``stop``) parses
-  and validates; one cut by ``max_tokens`` says ``length``. Stop strings are not applied to
-  constrained replies (the grammar decides where the JSON ends).
+  schema does not allow (llguidance, in transformers' ``generate``), so a reply that finishes
+  (``finish_reason`` ``stop``) parses and validates; one cut by ``max_tokens`` says ``length``.
+  Stop strings are not applied to constrained replies (the grammar decides where the JSON ends).
 - Scoring: batches of (prompt, continuation) padded on the right (causal attention: the padding
   after a row changes none of its logits), sorted by length; the vocabulary head runs on the
   continuation's positions only (on Gemma 3's 262k-token vocabulary it is most of the work), and
@@ -170,7 +170,7 @@ class TransformersEngine(Engine):
         stops = params.stop if params.json_schema is None else ()
         with torch.inference_mode():
             if params.json_schema is not None:
-                generated = self._generate_constrained(encoded, batch, params)
+                generated = self._generate_constrained(encoded, batch, params, params.json_schema)
             else:
                 generated = self._decode(encoded, batch, params, eos, stops)
         prompt_lengths = encoded["attention_mask"].sum(dim=1).tolist()
@@ -219,7 +219,11 @@ class TransformersEngine(Engine):
         )
 
     def _generate_constrained(
-        self, encoded: dict[str, Any], batch: Sequence[Conversation], params: SamplingParams
+        self,
+        encoded: dict[str, Any],
+        batch: Sequence[Conversation],
+        params: SamplingParams,
+        schema: dict[str, Any],
     ) -> list[list[int]]:
         """JSON-constrained replies: ``generate`` with the grammar's mask (its matchers hold one
         state per row of the whole batch) and the seeded sampler as logits processors."""
@@ -230,8 +234,7 @@ class TransformersEngine(Engine):
         model, tokenizer = self._model, self._tokenizer
         if self._grammars is None:
             self._grammars = GrammarCache(tokenizer, int(model.config.vocab_size))
-        assert params.json_schema is not None
-        processors: list[Any] = [self._grammars.constraint(params.json_schema, len(batch) * params.n)]
+        processors: list[Any] = [self._grammars.constraint(schema, len(batch) * params.n)]
         if (sampler := self._sampler(batch, params)) is not None:
             processors.append(sampler)
         # sampling happens in the seeded processor; generate then only takes its one token

@@ -1,0 +1,138 @@
+"""Sampled generation on the transformers engine: its decoding loop (ended rows leave the batch)
+and sampler (one uniform draw per row, nucleus by ``topk``), against transformers' ``generate``
+with the former sampler (a full-vocabulary sort and one ``multinomial`` per row) and against
+``generate`` with the new sampler.
+
+    python bench/decoding.py [--prompts 28] [--n 2] [--max-tokens 256] [--repeats 3] [--threads 2]
+
+The requests: the demo's seed instructions (demo/seeds), each answered ``n`` times at the demo's
+response settings (temperature 0.7, top-p 0.95). Same model (the bundled SmolLM2), same engine
+object, same batches (``batch_size`` 32, sorted by length), same threads; each side runs every
+repeat, interleaved. Prints the median seconds, tokens generated and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ptfactory.engines import transformers_engine
+from ptfactory.engines.base import SamplingParams, request_seeds
+from ptfactory.engines.sampling import SeededSampler
+from ptfactory.engines.transformers_engine import TransformersEngine
+
+SEEDS = Path(__file__).resolve().parent.parent / "demo" / "seeds"
+
+
+class FormerSampler:
+    """The sampler before engines/sampling.py: a sort of the whole vocabulary and one multinomial
+    per row, each from the row's own generator."""
+
+    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, device: str) -> None:
+        self._generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
+        self._temperature, self._top_p = temperature, top_p
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        probs = torch.softmax(scores.float() / self._temperature, dim=-1)
+        if self._top_p < 1.0:
+            ordered, index = probs.sort(dim=-1, descending=True)
+            drop = ordered.cumsum(dim=-1) - ordered > self._top_p
+            probs = torch.zeros_like(probs).scatter(-1, index, ordered.masked_fill(drop, 0.0))
+        picked = [
+            int(torch.multinomial(probs[r], 1, generator=g).item()) for r, g in enumerate(self._generators)
+        ]
+        out = torch.full_like(scores, float("-inf"))
+        out[torch.arange(len(picked)), torch.tensor(picked)] = 0.0
+        return out
+
+
+def _prompts(count: int) -> list[str]:
+    found = []
+    for path in sorted(SEEDS.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                seed = json.loads(line)
+                found.append("\n\n".join(filter(None, [seed["instruction"], seed.get("input")])))
+    return found[:count]
+
+
+def _generate_with(engine: TransformersEngine, sampler: type) -> Callable[..., list[list[int]]]:
+    """The engine's ``_decode`` replaced by ``generate`` with ``sampler`` as its logits processor."""
+
+    def run(
+        encoded: dict[str, Any], batch: Sequence[Any], params: SamplingParams, *_: Any
+    ) -> list[list[int]]:
+        from transformers import LogitsProcessorList
+
+        seeds = [s for conv in batch for s in request_seeds(params, conv)]
+        processor = sampler(seeds, params.temperature, params.top_p, "cpu")
+        output = engine._model.generate(
+            **encoded,
+            max_new_tokens=params.max_tokens,
+            do_sample=False,
+            pad_token_id=engine._tokenizer.pad_token_id,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+            logits_processor=LogitsProcessorList([processor]),
+        )
+        width = encoded["input_ids"].shape[1]
+        return [row[width:].tolist() for row in output]
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--prompts", type=int, default=28)
+    parser.add_argument("--n", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+
+    conversations = [[{"role": "user", "content": p}] for p in _prompts(args.prompts)]
+    params = SamplingParams(n=args.n, temperature=0.7, top_p=0.95, max_tokens=args.max_tokens, seed=0)
+    engine = TransformersEngine(model_id="bundled", model_path="bundled", threads=args.threads)
+    engine._load()
+    ours = engine._decode
+    sides: dict[str, Callable[..., list[list[int]]]] = {
+        "generate + former sampler": _generate_with(engine, FormerSampler),
+        "generate + new sampler": _generate_with(engine, SeededSampler),
+        "decoding loop + new sampler": ours,
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in sides}
+    tokens: dict[str, int] = {}
+    for repeat in range(args.repeats):
+        for name, decode in sides.items():
+            engine._decode = decode  # type: ignore[method-assign]
+            started = time.perf_counter()
+            replies = engine._chat(conversations, params)
+            seconds[name].append(time.perf_counter() - started)
+            tokens[name] = sum(c.completion_tokens for group in replies for c in group)
+            print(f"repeat {repeat + 1} {name}: {seconds[name][-1]:.1f} s, {tokens[name]} tokens", flush=True)
+    engine._decode = ours  # type: ignore[method-assign]
+    print(
+        f"\n{len(conversations)} prompts x {args.n} samples, max_tokens {args.max_tokens}, "
+        f"{args.threads} threads, median of {args.repeats}; {transformers_engine.__name__}"
+    )
+    print("| side | median s | tokens | tokens/s |\n|---|---|---|---|")
+    medians = {name: statistics.median(times) for name, times in seconds.items()}
+    for name, median in medians.items():
+        print(f"| {name} | {median:.1f} | {tokens[name]} | {tokens[name] / median:.1f} |")
+    base = medians["generate + former sampler"]
+    for name in list(sides)[1:]:
+        print(f"{name} vs generate + former sampler: {base / medians[name]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
