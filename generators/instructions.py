@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -251,7 +251,7 @@ def _evolve(
 def _read_evolved(
     replies: list[list[Completion]],
     *,
-    jobs: list[tuple[dict[str, Any], str, Template]],
+    jobs: Sequence[tuple[dict[str, Any], str, Template]],
     engine: Engine,
     params: SamplingParams,
     batch: str,

@@ -29,7 +29,9 @@ def _nucleus(logits: torch.Tensor, temperature: float, top_p: float) -> dict[int
         (40, 0.8, 1.0, 2.0),  # no top-p: the whole vocabulary
     ],
 )
-def test_draws_follow_the_nucleus_distribution(vocab: int, temperature: float, top_p: float, spread: float) -> None:
+def test_draws_follow_the_nucleus_distribution(
+    vocab: int, temperature: float, top_p: float, spread: float
+) -> None:
     draws = 20_000
     logits = torch.randn(vocab, generator=torch.Generator().manual_seed(vocab)) * spread
     wanted = _nucleus(logits, temperature, top_p)
@@ -53,11 +55,15 @@ def test_a_rows_tokens_depend_on_its_seed_alone() -> None:
     together = SeededSampler([11, 12, 13, 14, 15, 16], 0.9, 0.95, "cpu")
     alone = [SeededSampler([seed], 0.9, 0.95, "cpu") for seed in [11, 12, 13, 14, 15, 16]]
     for _ in range(5):
-        assert together.draw(logits).tolist() == [a.draw(logits[i : i + 1]).item() for i, a in enumerate(alone)]
+        assert together.draw(logits).tolist() == [
+            a.draw(logits[i : i + 1]).item() for i, a in enumerate(alone)
+        ]
     # rows 1, 3 and 4 end: the others go on drawing what they would have drawn
     together.keep([0, 2, 5])
     kept = [alone[0], alone[2], alone[5]]
-    assert together.draw(logits[[0, 2, 5]]).tolist() == [a.draw(logits[i : i + 1]).item() for i, a in zip([0, 2, 5], kept, strict=True)]
+    assert together.draw(logits[[0, 2, 5]]).tolist() == [
+        a.draw(logits[i : i + 1]).item() for i, a in zip([0, 2, 5], kept, strict=True)
+    ]
 
 
 def test_as_a_logits_processor_only_the_drawn_token_is_left() -> None:
