@@ -1,13 +1,14 @@
 """Sampled generation on the transformers engine: its decoding loop (ended rows leave the batch)
-and sampler (one uniform draw per row, nucleus by ``topk``), against transformers' ``generate``
-with the former sampler (a full-vocabulary sort and one ``multinomial`` per row) and against
-``generate`` with the new sampler.
+and sampler (one uniform draw per row, nucleus by ``topk``), one batch at a time and two batches
+side by side on one thread each (engines/streams.py), against transformers' ``generate`` with the
+former sampler (a full-vocabulary sort and one ``multinomial`` per row), one batch at a time.
 
     python bench/decoding.py [--prompts 28] [--n 2] [--max-tokens 256] [--repeats 3] [--threads 2]
 
 The requests: the demo's seed instructions (demo/seeds), each answered ``n`` times at the demo's
 response settings (temperature 0.7, top-p 0.95). Same model (the bundled SmolLM2), same engine
-object, same batches (``batch_size`` 32, sorted by length), same threads; each side runs every
+object, same batches (``batch_size`` 32, sorted by length, cut to near-equal sizes), same threads
+in all (2 streams: 1 each); each side runs every
 repeat, interleaved. Prints the median seconds, tokens generated and the ratios.
 """
 
@@ -24,8 +25,7 @@ from typing import Any
 import torch
 
 from ptfactory.engines import transformers_engine
-from ptfactory.engines.base import SamplingParams, request_seeds
-from ptfactory.engines.sampling import SeededSampler
+from ptfactory.engines.base import SamplingParams
 from ptfactory.engines.transformers_engine import TransformersEngine
 
 SEEDS = Path(__file__).resolve().parent.parent / "demo" / "seeds"
@@ -67,11 +67,10 @@ def _generate_with(engine: TransformersEngine, sampler: type) -> Callable[..., l
     """The engine's ``_decode`` replaced by ``generate`` with ``sampler`` as its logits processor."""
 
     def run(
-        encoded: dict[str, Any], batch: Sequence[Any], params: SamplingParams, *_: Any
+        encoded: dict[str, Any], seeds: Sequence[int], params: SamplingParams, *_: Any
     ) -> list[list[int]]:
         from transformers import LogitsProcessorList
 
-        seeds = [s for conv in batch for s in request_seeds(params, conv)]
         processor = sampler(seeds, params.temperature, params.top_p, "cpu")
         output = engine._model.generate(
             **encoded,
@@ -105,16 +104,18 @@ def main() -> None:
     engine = TransformersEngine(model_id="bundled", model_path="bundled", threads=args.threads)
     engine._load()
     ours = engine._decode
-    sides: dict[str, Callable[..., list[list[int]]]] = {
-        "generate + former sampler": _generate_with(engine, FormerSampler),
-        "generate + new sampler": _generate_with(engine, SeededSampler),
-        "decoding loop + new sampler": ours,
+    # (decoder, streams): the former engine ran one batch at a time on all threads
+    sides: dict[str, tuple[Callable[..., list[list[int]]], int]] = {
+        "generate + former sampler": (_generate_with(engine, FormerSampler), 1),
+        "decoding loop + new sampler": (ours, 1),
+        "decoding loop + new sampler, 2 streams": (ours, 2),
     }
     seconds: dict[str, list[float]] = {name: [] for name in sides}
     tokens: dict[str, int] = {}
     for repeat in range(args.repeats):
-        for name, decode in sides.items():
+        for name, (decode, streams) in sides.items():
             engine._decode = decode  # type: ignore[method-assign]
+            engine.streams = streams
             started = time.perf_counter()
             replies = engine._chat(conversations, params)
             seconds[name].append(time.perf_counter() - started)

@@ -45,6 +45,7 @@ class CTranslate2Engine(Engine):
     score_batch_size: int = 8
     dtype: str = "auto"  # the compute type
     threads: int | None = None
+    streams: int | None = None  # its transformers delegate's (engines/streams.py)
 
     backend = "ctranslate2"
     supports_json_schema = True  # served by the transformers delegate
@@ -120,6 +121,7 @@ class CTranslate2Engine(Engine):
                 batch_size=self.batch_size,
                 score_batch_size=self.score_batch_size,
                 threads=self.threads,
+                streams=self.streams,
             )
         return self._delegate
 

@@ -49,6 +49,13 @@ class EngineSpec(BaseModel):
         "int8 and int8_float32 (faster, but greedy outputs drift from float32)",
     )
     threads: int | None = Field(None, gt=0)
+    streams: int | None = Field(
+        None,
+        gt=0,
+        description="transformers: batches run side by side on the CPU, each on threads/streams "
+        "cores; default 2 on a CPU with 2+ threads (a few-row decoding step leaves a second core "
+        "idle), 1 on a GPU",
+    )
     # vllm
     tensor_parallel_size: int = Field(1, gt=0)
     enforce_eager: bool = False
@@ -96,6 +103,7 @@ def build_engine(spec: EngineSpec, cache_path: Path | None) -> Engine:
             score_batch_size=spec.score_batch_size,
             dtype=spec.dtype,
             threads=spec.threads,
+            streams=spec.streams,
         )
     if backend == "transformers":
         from ptfactory.engines.transformers_engine import TransformersEngine
@@ -110,6 +118,7 @@ def build_engine(spec: EngineSpec, cache_path: Path | None) -> Engine:
             device=spec.device,
             dtype=spec.dtype,
             threads=spec.threads,
+            streams=spec.streams,
         )
     if backend == "vllm":
         from ptfactory.engines.vllm_engine import VLLMEngine

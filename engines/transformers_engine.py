@@ -38,6 +38,7 @@ from ptfactory.engines.base import (
 )
 from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.engines.scoring import score_token_ids
+from ptfactory.engines.streams import auto_streams, balanced_batches, run_streams
 from ptfactory.engines.weights import local_folder
 from ptfactory.errors import EngineError
 
@@ -64,6 +65,7 @@ class TransformersEngine(Engine):
     device: str = "cpu"
     dtype: str = "auto"  # float32 on CPU (faster than bf16 on AVX2), bfloat16 on GPU
     threads: int | None = None
+    streams: int | None = None  # batches run side by side on the CPU (None: engines/streams.py)
 
     backend = "transformers"
     supports_json_schema = True
@@ -112,15 +114,29 @@ class TransformersEngine(Engine):
             self._tokenizer = tokenizer
         return self._model, self._tokenizer
 
+    def _threads(self) -> int:
+        import torch
+
+        return self.threads or torch.get_num_threads()
+
+    def _streams(self) -> int:
+        return self.streams or auto_streams(self.device, self._threads())
+
     def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
-        _, tokenizer = self._load()
+        import torch
+
+        model, tokenizer = self._load()
         if tokenizer.chat_template is None:
             raise EngineError(
                 f"model {self.model_path!r} has no chat template, so it cannot chat; use an "
                 "instruct/chat model, or (judges) prompt: completion with scoring: probability"
             )
-        # similar lengths share a batch (less padding); per-request seeds make the order irrelevant
         conversations = [tool_call_messages(c) for c in conversations] if params.tools else conversations
+        if params.seed is None:
+            params = replace(params, seed=int(torch.randint(0, 2**62, ()).item()))
+        # one row per sample, each with its own seed (from the request): a request's text does not
+        # depend on the batch its rows land in, so rows of similar length share one (less padding)
+        rows = [(i, seed) for i, c in enumerate(conversations) for seed in request_seeds(params, c)]
         lengths = [
             len(
                 tokenizer.apply_chat_template(
@@ -129,31 +145,38 @@ class TransformersEngine(Engine):
             )
             for c in conversations
         ]
-        order = sorted(range(len(conversations)), key=lambda i: lengths[i])
-        results: dict[int, list[Completion]] = {}
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            for i, group in zip(
-                batch, self._generate([conversations[i] for i in batch], params), strict=True
-            ):
-                results[i] = group
-        return [results[i] for i in range(len(conversations))]
+        order = sorted(range(len(rows)), key=lambda r: lengths[rows[r][0]])
+        batches = balanced_batches(order, self.batch_size, self._streams())
+        if params.json_schema is not None and self._grammars is None:
+            from ptfactory.engines.constrained import GrammarCache
 
-    def _sampler(self, batch: Sequence[Conversation], params: SamplingParams) -> Any:
-        """Per-row seeded sampling for a sampled request, else None (greedy)."""
-        from ptfactory.engines.sampling import SeededSampler
+            self._grammars = GrammarCache(tokenizer, int(model.config.vocab_size))
+        # tokenizing here, before the streams start: a fast tokenizer set to pad cannot be shared
+        encoded = [self._encode([conversations[rows[r][0]] for r in b], params) for b in batches]
+        jobs = [
+            functools.partial(self._tokens, batch, [rows[r][1] for r in b], params)
+            for b, batch in zip(batches, encoded, strict=True)
+        ]
+        generated = run_streams(jobs, self._streams(), self._threads())
+        eos = self._eos()
+        stops = params.stop if params.json_schema is None else ()
+        results: list[list[Completion]] = [[] for _ in conversations]
+        for b, batch, tokens in zip(batches, encoded, generated, strict=True):
+            prompt_lengths = batch["attention_mask"].sum(dim=1).tolist()
+            for r, length, row_tokens in zip(b, prompt_lengths, tokens, strict=True):
+                results[rows[r][0]].append(self._completion(row_tokens, int(length), params, eos, stops))
+        # a request's samples come back in seed order: the sort is stable, so its rows stay in order
+        # within ``order``, and batches are consecutive slices of it, read in turn
+        return results
 
-        if params.temperature <= 0:
-            return None
-        # row r of the batch is sample r % n of request r // n
-        seeds = [s for conv in batch for s in request_seeds(params, conv)]
-        return SeededSampler(seeds, params.temperature, params.top_p, self.device)
+    def _eos(self) -> set[int]:
+        model, tokenizer = self._model, self._tokenizer
+        eos = {tokenizer.eos_token_id, tokenizer.pad_token_id, *_ids(model.generation_config.eos_token_id)}
+        eos.discard(None)
+        return eos
 
-    def _generate(self, batch: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
-        import torch
-
-        model, tokenizer = self._load()
-        encoded = tokenizer.apply_chat_template(
+    def _encode(self, batch: Sequence[Conversation], params: SamplingParams) -> dict[str, Any]:
+        encoded = self._tokenizer.apply_chat_template(
             list(batch),
             tools=params.tools,  # the tool specs, rendered by the template (the bundled one: ours)
             add_generation_prompt=True,
@@ -161,37 +184,45 @@ class TransformersEngine(Engine):
             padding=True,
             return_dict=True,
         )
-        # n samples per request as n rows
-        encoded = {k: v.repeat_interleave(params.n, dim=0).to(self.device) for k, v in encoded.items()}
-        if params.seed is None:
-            params = replace(params, seed=int(torch.randint(0, 2**62, ()).item()))
-        eos = {tokenizer.eos_token_id, tokenizer.pad_token_id, *_ids(model.generation_config.eos_token_id)}
-        eos.discard(None)
-        stops = params.stop if params.json_schema is None else ()
+        return {k: v.to(self.device) for k, v in encoded.items()}
+
+    def _tokens(self, encoded: dict[str, Any], seeds: list[int], params: SamplingParams) -> list[list[int]]:
+        """One batch's generated tokens, a row per seed (run in a stream)."""
+        import torch
+
         with torch.inference_mode():
             if params.json_schema is not None:
-                generated = self._generate_constrained(encoded, batch, params, params.json_schema)
-            else:
-                generated = self._decode(encoded, batch, params, eos, stops)
-        prompt_lengths = encoded["attention_mask"].sum(dim=1).tolist()
-        completions: list[list[Completion]] = []
-        for index in range(len(batch)):
-            group = []
-            for tokens in generated[index * params.n : (index + 1) * params.n]:
-                length = next((i for i, t in enumerate(tokens) if t in eos), len(tokens))
-                text = tokenizer.decode(tokens[:length], skip_special_tokens=True)
-                finish = "stop" if length < len(tokens) or length < params.max_tokens else "length"
-                for stop in stops:
-                    if stop in text:
-                        text, finish = text.split(stop, 1)[0], "stop"
-                group.append(Completion(text, int(prompt_lengths[index * params.n]), length, finish))
-            completions.append(group)
-        return completions
+                return self._generate_constrained(encoded, seeds, params, params.json_schema)
+            return self._decode(encoded, seeds, params, self._eos(), params.stop)
+
+    def _completion(
+        self,
+        tokens: list[int],
+        prompt_tokens: int,
+        params: SamplingParams,
+        eos: set[int],
+        stops: Sequence[str],
+    ) -> Completion:
+        length = next((i for i, t in enumerate(tokens) if t in eos), len(tokens))
+        text = self._tokenizer.decode(tokens[:length], skip_special_tokens=True)
+        finish = "stop" if length < len(tokens) or length < params.max_tokens else "length"
+        for stop in stops:
+            if stop in text:
+                text, finish = text.split(stop, 1)[0], "stop"
+        return Completion(text, prompt_tokens, length, finish)
+
+    def _sampler(self, seeds: Sequence[int], params: SamplingParams) -> Any:
+        """Per-row seeded sampling for a sampled request, else None (greedy)."""
+        from ptfactory.engines.sampling import SeededSampler
+
+        if params.temperature <= 0:
+            return None
+        return SeededSampler(seeds, params.temperature, params.top_p, self.device)
 
     def _decode(
         self,
         encoded: dict[str, Any],
-        batch: Sequence[Conversation],
+        seeds: Sequence[int],
         params: SamplingParams,
         eos: set[int],
         stops: Sequence[str],
@@ -200,7 +231,7 @@ class TransformersEngine(Engine):
         (:mod:`~ptfactory.engines.decoding`)."""
         from ptfactory.engines.decoding import decode
 
-        sampler = self._sampler(batch, params)
+        sampler = self._sampler(seeds, params)
         tail = 4 * max((len(stop) for stop in stops), default=0) + 4  # tokens that hold a stop's characters
 
         def stopped(_row: int, tokens: list[int]) -> bool:
@@ -221,7 +252,7 @@ class TransformersEngine(Engine):
     def _generate_constrained(
         self,
         encoded: dict[str, Any],
-        batch: Sequence[Conversation],
+        seeds: Sequence[int],
         params: SamplingParams,
         schema: dict[str, Any],
     ) -> list[list[int]]:
@@ -229,13 +260,9 @@ class TransformersEngine(Engine):
         state per row of the whole batch) and the seeded sampler as logits processors."""
         from transformers import LogitsProcessorList
 
-        from ptfactory.engines.constrained import GrammarCache
-
         model, tokenizer = self._model, self._tokenizer
-        if self._grammars is None:
-            self._grammars = GrammarCache(tokenizer, int(model.config.vocab_size))
-        processors: list[Any] = [self._grammars.constraint(schema, len(batch) * params.n)]
-        if (sampler := self._sampler(batch, params)) is not None:
+        processors: list[Any] = [self._grammars.constraint(schema, len(seeds))]
+        if (sampler := self._sampler(seeds, params)) is not None:
             processors.append(sampler)
         # sampling happens in the seeded processor; generate then only takes its one token
         output = model.generate(
@@ -263,10 +290,9 @@ class TransformersEngine(Engine):
             return super()._choice_logprobs(prompts, choices)
         wanted = torch.tensor([i[0] for i in ids], device=self.device)
         order = sorted(range(len(prompts)), key=lambda i: len(contexts[i]))  # less padding per batch
-        results: dict[int, list[float]] = {}
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        for start in range(0, len(order), self.score_batch_size):
-            batch = order[start : start + self.score_batch_size]
+
+        def picked(batch: list[int]) -> list[list[float]]:
             width = max(len(contexts[i]) for i in batch)
             input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)
@@ -281,9 +307,14 @@ class TransformersEngine(Engine):
                     position_ids=positions.to(self.device),
                     logits_to_keep=1,  # the last position's alone: the vocabulary head is most of a small model
                 ).logits[:, -1]
-            picked = torch.log_softmax(logits.float(), dim=-1)[:, wanted]
-            for row, i in enumerate(batch):
-                results[i] = [float(x) for x in picked[row].tolist()]
+            return torch.log_softmax(logits.float(), dim=-1)[:, wanted].tolist()  # type: ignore[no-any-return]
+
+        batches = balanced_batches(order, self.score_batch_size, self._streams())
+        jobs = [functools.partial(picked, batch) for batch in batches]
+        results: dict[int, list[float]] = {}
+        for batch, values in zip(batches, run_streams(jobs, self._streams(), self._threads()), strict=True):
+            for i, row in zip(batch, values, strict=True):
+                results[i] = [float(x) for x in row]
         return [results[i] for i in range(len(prompts))]
 
     def _score(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[TokenLogprobs]:
@@ -298,9 +329,8 @@ class TransformersEngine(Engine):
             (i for i in range(len(pairs)) if i not in results), key=lambda i: sum(map(len, pairs[i]))
         )
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        for batch in _score_batches(
-            order, [len(pairs[i][1]) for i in range(len(pairs))], self.score_batch_size, _vocab(model)
-        ):
+
+        def picked(batch: list[int]) -> list[float]:
             rows = [pairs[i][0] + pairs[i][1] for i in batch]
             width = max(map(len, rows))
             # right padding: causal attention means no real token sees the padding after it
@@ -320,15 +350,22 @@ class TransformersEngine(Engine):
                 )
                 # log-softmax at the target alone: no second vocabulary-wide tensor
                 logits = logits.float()
-                picked = (logits.gather(1, targets[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)).tolist()
+                return (logits.gather(1, targets[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)).tolist()  # type: ignore[no-any-return]
+
+        streams = self._streams()
+        kept = [len(pairs[i][1]) for i in range(len(pairs))]
+        # the logits budget is shared by the batches running at once
+        batches = _score_batches(order, kept, self.score_batch_size, _vocab(model), _LOGIT_FLOATS // streams)
+        jobs = [functools.partial(picked, batch) for batch in batches]
+        for batch, values in zip(batches, run_streams(jobs, streams, self._threads()), strict=True):
             offset = 0
             for i in batch:
                 cont_ids = pairs[i][1]
-                values = picked[offset : offset + len(cont_ids)]
-                offset += len(cont_ids)
                 results[i] = TokenLogprobs(
-                    [tokenizer.decode([t]) for t in cont_ids], [float(x) for x in values]
+                    [tokenizer.decode([t]) for t in cont_ids],
+                    [float(x) for x in values[offset : offset + len(cont_ids)]],
                 )
+                offset += len(cont_ids)
         return [results[i] for i in range(len(pairs))]
 
     def count_tokens(self, prompts: Sequence[Prompt]) -> list[int]:
@@ -351,15 +388,17 @@ def _vocab(model: Any) -> int:
     return int(getattr(head, "out_features", 0) or model.config.vocab_size)
 
 
-def _score_batches(order: list[int], kept: list[int], size: int, vocab: int) -> list[list[int]]:
+def _score_batches(
+    order: list[int], kept: list[int], size: int, vocab: int, budget: int = _LOGIT_FLOATS
+) -> list[list[int]]:
     """``order`` cut into batches of at most ``size`` rows whose kept positions' logits fit
-    ``_LOGIT_FLOATS`` (a row alone may pass it). A prefill's matmuls are wide enough at one row
+    ``budget`` floats (a row alone may pass it). A prefill's matmuls are wide enough at one row
     (hundreds of positions), so a smaller batch costs little."""
     batches: list[list[int]] = []
     current: list[int] = []
     held = 0
     for i in order:
-        if current and (len(current) == size or (held + kept[i]) * vocab > _LOGIT_FLOATS):
+        if current and (len(current) == size or (held + kept[i]) * vocab > budget):
             batches.append(current)
             current, held = [], 0
         current.append(i)
