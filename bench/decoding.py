@@ -4,11 +4,13 @@ side by side on one thread each (engines/streams.py), against transformers' ``ge
 former sampler (a full-vocabulary sort and one ``multinomial`` per row), one batch at a time.
 
     python bench/decoding.py [--prompts 28] [--n 2] [--max-tokens 256] [--repeats 3] [--threads 2]
+                             [--sides former,loop,streams]
 
 The requests: the demo's seed instructions (demo/seeds), each answered ``n`` times at the demo's
 response settings (temperature 0.7, top-p 0.95). Same model (the bundled SmolLM2), same engine
-object, same batches (``batch_size`` 32, sorted by length, cut to near-equal sizes), same threads
-in all (2 streams: 1 each); each side runs every
+object, same rows sorted by length, same threads in all (2 streams: 1 each); one batch at a time
+holds 32 requests' rows, as the engine did before streams; 2 streams cut the rows into near-equal
+batches of at most 32 rows. Each side runs every
 repeat, interleaved. Prints the median seconds, tokens generated and the ratios.
 """
 
@@ -97,6 +99,12 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--sides",
+        default="former,loop,streams",
+        help="former: generate + the former sampler; loop: the decoding loop, one batch at a time; "
+        "streams: the loop, two batches side by side (the first named is the baseline)",
+    )
     args = parser.parse_args()
 
     conversations = [[{"role": "user", "content": p}] for p in _prompts(args.prompts)]
@@ -104,18 +112,21 @@ def main() -> None:
     engine = TransformersEngine(model_id="bundled", model_path="bundled", threads=args.threads)
     engine._load()
     ours = engine._decode
-    # (decoder, streams): the former engine ran one batch at a time on all threads
-    sides: dict[str, tuple[Callable[..., list[list[int]]], int]] = {
-        "generate + former sampler": (_generate_with(engine, FormerSampler), 1),
-        "decoding loop + new sampler": (ours, 1),
-        "decoding loop + new sampler, 2 streams": (ours, 2),
+    # (decoder, streams, batch_size): the engine before streams ran one batch at a time on all
+    # threads, a request's n samples in its batch (32 requests: every row of the default run)
+    everything: dict[str, tuple[Callable[..., list[list[int]]], int, int]] = {
+        "generate + former sampler": (_generate_with(engine, FormerSampler), 1, 32 * args.n),
+        "decoding loop, one batch at a time": (ours, 1, 32 * args.n),
+        "decoding loop, 2 streams": (ours, 2, 32),
     }
+    keys = dict(zip(("former", "loop", "streams"), everything, strict=True))
+    sides = {keys[k]: everything[keys[k]] for k in args.sides.split(",")}
     seconds: dict[str, list[float]] = {name: [] for name in sides}
     tokens: dict[str, int] = {}
     for repeat in range(args.repeats):
-        for name, (decode, streams) in sides.items():
+        for name, (decode, streams, batch_size) in sides.items():
             engine._decode = decode  # type: ignore[method-assign]
-            engine.streams = streams
+            engine.streams, engine.batch_size = streams, batch_size
             started = time.perf_counter()
             replies = engine._chat(conversations, params)
             seconds[name].append(time.perf_counter() - started)
@@ -130,9 +141,9 @@ def main() -> None:
     medians = {name: statistics.median(times) for name, times in seconds.items()}
     for name, median in medians.items():
         print(f"| {name} | {median:.1f} | {tokens[name]} | {tokens[name] / median:.1f} |")
-    base = medians["generate + former sampler"]
-    for name in list(sides)[1:]:
-        print(f"{name} vs generate + former sampler: {base / medians[name]:.2f}x")
+    first = next(iter(medians))
+    for name in list(medians)[1:]:
+        print(f"{name} vs {first}: {medians[first] / medians[name]:.2f}x")
 
 
 if __name__ == "__main__":

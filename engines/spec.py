@@ -32,7 +32,8 @@ class EngineSpec(BaseModel):
     batch_size: int = Field(
         32,
         gt=0,
-        description="requests generated together; outputs do not depend on it (per-request seeds). "
+        description="replies generated together (on transformers a request of n samples is n "
+        "rows); outputs do not depend on it (per-request seeds). "
         "On 2 CPU cores the demo's sampled answers came 1.75x faster at 32 than at 8",
     )
     score_batch_size: int = Field(

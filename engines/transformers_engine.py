@@ -1,10 +1,13 @@
 """The embedded default engine: Hugging Face transformers on CPU (or one GPU), batched.
 
-- Generation: each fixed request chunk is cut into batches of prompts of similar length (less
-  padding), decoded by a loop whose rows leave the batch as they end
-  (:mod:`~ptfactory.engines.decoding`); sampling draws from per-request generators seeded from
-  (seed, request), so a request's text does not depend on its batch
+- Generation: each fixed request chunk becomes one row per sample, cut into near-equal batches of
+  rows of similar prompt length (less padding), decoded by a loop whose rows leave the batch as
+  they end (:mod:`~ptfactory.engines.decoding`); sampling draws from per-row generators seeded
+  from (seed, request), so a request's text does not depend on its batch
   (:mod:`~ptfactory.engines.sampling`).
+- On a CPU, batches (generation and scoring alike) run two side by side, each on half the threads
+  (:mod:`~ptfactory.engines.streams`): a few-row step leaves a second core idle. Tokenizing and
+  detokenizing stay on the calling thread (a fast tokenizer set to pad cannot be shared).
 - Constrained JSON (``supports_json_schema``): ``params.json_schema`` masks every token the
   schema does not allow (llguidance, in transformers' ``generate``), so a reply that finishes
   (``finish_reason`` ``stop``) parses and validates; one cut by ``max_tokens`` says ``length``.
