@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ptfactory.engines import transformers_engine
+from ptfactory.engines import kept_logits
 from ptfactory.engines.transformers_engine import TransformersEngine
 
 WORDS = [
@@ -77,12 +77,12 @@ def main() -> None:
         return forward(*a, **kw)
 
     model.forward = every_position
-    masked = transformers_engine._masked_head
-    transformers_engine._masked_head = lambda: False  # type: ignore[assignment]  # every position, then pick
+    masked = kept_logits.masked_head
+    kept_logits.masked_head = lambda: False  # type: ignore[assignment]  # every position, then pick
     try:
         before = (_median(score, args.repeats), _median(choose, args.repeats))
     finally:
-        transformers_engine._masked_head = masked
+        kept_logits.masked_head = masked
         model.forward = forward
     print(f"{args.model}, {args.threads} threads, median of {args.repeats}")
     print(f"{'request':<34}{'every position s':>18}{'read positions s':>18}{'ratio':>8}")

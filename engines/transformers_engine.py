@@ -40,6 +40,7 @@ from ptfactory.engines.base import (
     tool_call_messages,
 )
 from ptfactory.engines.bundled import resolve_model_path
+from ptfactory.engines.kept_logits import LOGIT_FLOATS, kept_logits, score_batches, vocab_width
 from ptfactory.engines.scoring import score_token_ids
 from ptfactory.engines.streams import auto_streams, balanced_batches, run_streams
 from ptfactory.engines.weights import local_folder
@@ -310,7 +311,7 @@ class TransformersEngine(Engine):
                     position_ids=positions.to(self.device),
                     logits_to_keep=1,  # the last position's alone: the vocabulary head is most of a small model
                 ).logits[:, -1]
-            return torch.log_softmax(logits.float(), dim=-1)[:, wanted].tolist()  # type: ignore[no-any-return]
+            return torch.log_softmax(logits.float(), dim=-1)[:, wanted].tolist()
 
         batches = balanced_batches(order, self.score_batch_size, self._streams())
         jobs = [functools.partial(picked, batch) for batch in batches]
@@ -348,7 +349,7 @@ class TransformersEngine(Engine):
                 keep[row, len(context) - 1 : len(context) + len(cont_ids) - 1] = True
             targets = torch.tensor([t for i in batch for t in pairs[i][1]], device=self.device)
             with torch.inference_mode():
-                logits = _kept_logits(
+                logits = kept_logits(
                     model, input_ids.to(self.device), mask.to(self.device), keep.to(self.device)
                 )
                 # log-softmax at the target alone: no second vocabulary-wide tensor
@@ -358,7 +359,9 @@ class TransformersEngine(Engine):
         streams = self._streams()
         kept = [len(pairs[i][1]) for i in range(len(pairs))]
         # the logits budget is shared by the batches running at once
-        batches = _score_batches(order, kept, self.score_batch_size, _vocab(model), _LOGIT_FLOATS // streams)
+        batches = score_batches(
+            order, kept, self.score_batch_size, vocab_width(model), LOGIT_FLOATS // streams
+        )
         jobs = [functools.partial(picked, batch) for batch in batches]
         for batch, values in zip(batches, run_streams(jobs, streams, self._threads()), strict=True):
             offset = 0
@@ -379,53 +382,3 @@ class TransformersEngine(Engine):
     def close(self) -> None:
         self._model = None
         self._tokenizer = None
-
-
-# Logits held at once by ``_score`` (512 MB of float32): Gemma 3's vocabulary is 262k wide, so a
-# batch is cut where its continuations' tokens times the vocabulary would pass this.
-_LOGIT_FLOATS = 128 * 1024 * 1024
-
-
-def _vocab(model: Any) -> int:
-    head = model.get_output_embeddings()
-    return int(getattr(head, "out_features", 0) or model.config.vocab_size)
-
-
-def _score_batches(
-    order: list[int], kept: list[int], size: int, vocab: int, budget: int = _LOGIT_FLOATS
-) -> list[list[int]]:
-    """``order`` cut into batches of at most ``size`` rows whose kept positions' logits fit
-    ``budget`` floats (a row alone may pass it). A prefill's matmuls are wide enough at one row
-    (hundreds of positions), so a smaller batch costs little."""
-    batches: list[list[int]] = []
-    current: list[int] = []
-    held = 0
-    for i in order:
-        if current and (len(current) == size or (held + kept[i]) * vocab > budget):
-            batches.append(current)
-            current, held = [], 0
-        current.append(i)
-        held += kept[i]
-    if current:
-        batches.append(current)
-    return batches
-
-
-def _kept_logits(model: Any, input_ids: Any, mask: Any, keep: Any) -> Any:
-    """``(kept positions, vocab)`` logits, in row-major order of ``keep`` (a boolean mask).
-
-    The model's own head (and any final soft-capping, as Gemma's) on the kept positions only,
-    through ``logits_to_keep`` where this transformers takes a mask; otherwise every position's
-    logits, then the kept ones (the same values, more work)."""
-    if _masked_head():
-        return model(input_ids=input_ids, attention_mask=mask, logits_to_keep=keep).logits
-    return model(input_ids=input_ids, attention_mask=mask).logits[keep]
-
-
-@functools.cache
-def _masked_head() -> bool:
-    try:
-        from transformers.modeling_utils import slice_logits_to_keep  # noqa: F401  # with its mask form
-    except ImportError:
-        return False
-    return True

@@ -123,9 +123,9 @@ def test_scoring_reads_the_head_only_where_asked_and_gives_the_full_forward_valu
 
 
 def test_score_batches_cut_where_the_logits_would_pass_the_budget() -> None:
-    from ptfactory.engines.transformers_engine import _LOGIT_FLOATS, _score_batches
+    from ptfactory.engines.kept_logits import LOGIT_FLOATS, score_batches
 
-    vocab = _LOGIT_FLOATS // 100  # 100 kept positions fit
-    assert _score_batches([0, 1, 2, 3], [40, 40, 40, 200], 8, vocab) == [[0, 1], [2], [3]]
-    assert _score_batches([0, 1, 2], [1, 1, 1], 2, vocab) == [[0, 1], [2]]
-    assert _score_batches([], [], 8, vocab) == []
+    vocab = LOGIT_FLOATS // 100  # 100 kept positions fit
+    assert score_batches([0, 1, 2, 3], [40, 40, 40, 200], 8, vocab) == [[0, 1], [2], [3]]
+    assert score_batches([0, 1, 2], [1, 1, 1], 2, vocab) == [[0, 1], [2]]
+    assert score_batches([], [], 8, vocab) == []
