@@ -157,12 +157,12 @@ class TransformersEngine(Engine):
             self._grammars = GrammarCache(tokenizer, int(model.config.vocab_size))
         # tokenizing here, before the streams start: a fast tokenizer set to pad cannot be shared
         encoded = [self._encode([conversations[rows[r][0]] for r in b], params) for b in batches]
+        eos = self._eos()
         jobs = [
-            functools.partial(self._tokens, batch, [rows[r][1] for r in b], params)
+            functools.partial(self._tokens, batch, [rows[r][1] for r in b], params, eos)
             for b, batch in zip(batches, encoded, strict=True)
         ]
         generated = run_streams(jobs, self._streams(), self._threads())
-        eos = self._eos()
         stops = params.stop if params.json_schema is None else ()
         results: list[list[Completion]] = [[] for _ in conversations]
         for b, batch, tokens in zip(batches, encoded, generated, strict=True):
@@ -190,14 +190,16 @@ class TransformersEngine(Engine):
         )
         return {k: v.to(self.device) for k, v in encoded.items()}
 
-    def _tokens(self, encoded: dict[str, Any], seeds: list[int], params: SamplingParams) -> list[list[int]]:
+    def _tokens(
+        self, encoded: dict[str, Any], seeds: list[int], params: SamplingParams, eos: set[int]
+    ) -> list[list[int]]:
         """One batch's generated tokens, a row per seed (run in a stream)."""
         import torch
 
         with torch.inference_mode():
             if params.json_schema is not None:
                 return self._generate_constrained(encoded, seeds, params, params.json_schema)
-            return self._decode(encoded, seeds, params, self._eos(), params.stop)
+            return self._decode(encoded, seeds, params, eos, params.stop)
 
     def _completion(
         self,
