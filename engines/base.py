@@ -4,12 +4,13 @@
 completions each; ``params.json_schema`` constrains the reply where ``supports_json_schema``;
 ``tools``, OpenAI-style function specs, go to the backend the way it takes them: the chat
 template's ``tools``, vLLM's ``tools``, the OpenAI request's ``tools``; a reply's parsed calls come
-back in ``Completion.tool_calls`` where the backend parses them, ``native_tool_calls``),
+back in ``Completion.tool_calls`` where the backend parses them, ``native_tool_calls``;
+``Engine.chat_many`` takes requests of different settings in one call),
 ``Engine.score(prompts, continuations) -> list[TokenLogprobs]`` and
 ``Engine.choice_logprobs(prompts, choices) -> list[list[float]]``: the log-probability of each
 of a fixed set of continuations (a judge's score tokens) after each prompt, prefill only, no
 decoding. A prompt is a conversation (rendered by the chat template) or a plain string (a
-completion prompt for base models without one). Subclasses implement ``_chat``/``_score``
+completion prompt for base models without one). Subclasses implement ``_chat`` (or ``_chat_many``)/``_score``
 (and may implement ``_choice_logprobs`` faster than one scored continuation per choice) for
 the requests the cache cannot answer; the base class
 looks every request up in the :class:`~ptfactory.engines.cache.ResponseCache` first and stores each
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ptfactory.engines.cache import ResponseCache, request_key
+from ptfactory.engines.tool_calls import tool_call_messages
 from ptfactory.engines.weights import folder_fingerprint
 
 if TYPE_CHECKING:
@@ -190,6 +192,20 @@ class Engine(ABC):
     def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
         """Run every conversation through the model; no caching here."""
 
+    def _chat_many(
+        self, conversations: Sequence[Conversation], params: Sequence[SamplingParams]
+    ) -> list[list[Completion]]:
+        """Requests of differing settings: here one ``_chat`` per distinct setting; backends that
+        batch rows of different settings together override it."""
+        groups: dict[str, list[int]] = {}
+        for i, p in enumerate(params):
+            groups.setdefault(p.to_json(), []).append(i)
+        out: dict[int, list[Completion]] = {}
+        for members in groups.values():
+            answers = self._chat([conversations[i] for i in members], params[members[0]])
+            out.update(zip(members, answers, strict=True))
+        return [out[i] for i in range(len(conversations))]
+
     def _score(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[TokenLogprobs]:
         raise NotImplementedError(f"the {self.backend} engine cannot score continuations")
 
@@ -216,18 +232,25 @@ class Engine(ABC):
     ) -> list[list[Completion]]:
         if tools:
             params = replace(params, tools=[dict(t) for t in tools])
+        return self.chat_many([(c, params) for c in conversations])
+
+    def chat_many(self, requests: Sequence[tuple[Conversation, SamplingParams]]) -> list[list[Completion]]:
+        """``chat`` for requests whose settings differ (``max_tokens``, ``json_schema``, ``tools``
+        in ``params.tools``...): one call, so a backend that batches them together
+        (``_chat_many``) decodes few-row requests side by side rather than one after the other.
+        Each request is cached under its own settings, as ``chat`` would cache it."""
         identity = self.cache_identity()
-        keys = [request_key("chat", identity, params.to_dict(), conv) for conv in conversations]
+        keys = [request_key("chat", identity, params.to_dict(), conv) for conv, params in requests]
         found = self.cache.get_many(keys) if self.cache is not None else {}
         results: dict[str, list[Completion]] = {
             k: [Completion.from_dict(c) for c in v] for k, v in found.items()
         }
         self.stats.cache_hits += sum(1 for k in keys if k in results)
-        for chunk in _pending_chunks(list(zip(keys, conversations, strict=True)), results, self.chunk_size):
+        for chunk in _pending_chunks(list(zip(keys, requests, strict=True)), results, self.chunk_size):
             counted = self._admit(len(chunk))
             started = time.perf_counter()
             _log_calls("sent", [k for k, _ in chunk])
-            answers = self._chat([c for _, c in chunk], params)
+            answers = self._chat_many([c for _, (c, _) in chunk], [p for _, (_, p) in chunk])
             self.stats.seconds += time.perf_counter() - started
             self.stats.requests_sent += len(chunk)
             stored = {}
@@ -322,31 +345,6 @@ class Engine(ABC):
 
     def describe(self) -> dict[str, str]:
         return {"engine": self.backend, "model": self.model_id}
-
-
-def tool_call_messages(conversation: Conversation, arguments: str = "object") -> Conversation:
-    """The conversation with every tool call's ``arguments`` as the backend wants them: ``object``
-    (chat templates: transformers, vLLM) or ``json`` (a string: the OpenAI API). The sample record
-    keeps them as JSON strings."""
-    out: Conversation = []
-    for message in conversation:
-        calls = message.get("tool_calls")
-        turn = {k: v for k, v in message.items() if v is not None}
-        if calls:
-            turn["tool_calls"] = []
-            for call in calls:
-                function = dict(call["function"])
-                value = function.get("arguments")
-                if arguments == "object" and isinstance(value, str):
-                    try:
-                        function["arguments"] = json.loads(value)
-                    except json.JSONDecodeError:
-                        function["arguments"] = {"raw": value}  # an invalid call, as the model said it
-                elif arguments == "json" and not isinstance(value, str):
-                    function["arguments"] = json.dumps(value)
-                turn["tool_calls"].append({**call, "function": function})
-        out.append(turn)
-    return out
 
 
 def _pending_chunks(

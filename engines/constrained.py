@@ -1,11 +1,9 @@
-"""The JSON-schema constraint for the embedded engine's ``generate``, a per-row logits processor
-(seeded sampling: :mod:`~ptfactory.engines.sampling`).
+"""JSON-schema grammars for the embedded engine's constrained replies: one matcher per reply masks
+every token the schema does not allow next (:mod:`~ptfactory.engines.row_picker`).
 
-- :class:`JsonSchemaConstraint` masks every token the schema does not allow next (llguidance:
-  3 MB, no dependencies; xgrammar pulls in triton, ~1 GB on a CPU box; lm-format-enforcer
-  0.11 does not import with transformers 5; outlines-core builds a regex index for the vote
-  schema's ``maxLength: 400`` that did not finish in minutes here). A row whose matcher has
-  ended (EOS taken, or the row stopped and is fed padding) is left alone.
+llguidance: 3 MB, no dependencies; xgrammar pulls in triton, ~1 GB on a CPU box;
+lm-format-enforcer 0.11 does not import with transformers 5; outlines-core builds a regex index
+for the vote schema's ``maxLength: 400`` that did not finish in minutes here.
 """
 
 from __future__ import annotations
@@ -13,11 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import torch
-
 from ptfactory.errors import EngineError
 
-__all__ = ["GrammarCache", "JsonSchemaConstraint"]
+__all__ = ["GrammarCache"]
 
 
 class GrammarCache:
@@ -46,8 +42,11 @@ class GrammarCache:
             self._grammars[text] = grammar
         return self._grammars[text]
 
-    def constraint(self, schema: dict[str, Any], rows: int) -> JsonSchemaConstraint:
-        return JsonSchemaConstraint(self._tokenizer, self.grammar(schema), rows, self.vocab_size)
+    def matcher(self, grammar: str) -> Any:
+        """A fresh matcher for one reply (it holds the reply's state)."""
+        from llguidance import LLMatcher
+
+        return LLMatcher(self._tokenizer, grammar, log_level=0)
 
 
 def _closed(schema: Any) -> Any:
@@ -61,34 +60,3 @@ def _closed(schema: Any) -> Any:
     if "properties" in closed and "additionalProperties" not in closed:
         closed["additionalProperties"] = False
     return closed
-
-
-class JsonSchemaConstraint:
-    """A transformers logits processor; one per ``generate`` call (its matchers hold state)."""
-
-    def __init__(self, tokenizer: Any, grammar: str, rows: int, vocab_size: int) -> None:
-        from llguidance import LLMatcher
-        from llguidance.torch import allocate_token_bitmask
-
-        self._matchers = [LLMatcher(tokenizer, grammar, log_level=0) for _ in range(rows)]
-        self._live = [True] * rows
-        self._bitmask = allocate_token_bitmask(rows, vocab_size)
-        self._started = False
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        from llguidance.torch import apply_token_bitmask_inplace, fill_next_token_bitmask
-
-        if self._started:
-            for row, token in enumerate(input_ids[:, -1].tolist()):
-                matcher = self._matchers[row]
-                if self._live[row]:
-                    # a refused token means the row ended (EOS taken, padding follows): free it
-                    self._live[row] = bool(matcher.consume_token(token)) and not matcher.is_error()
-        self._started = True
-        self._bitmask.fill_(-1)  # every token allowed, for rows that are done
-        for row, matcher in enumerate(self._matchers):
-            if self._live[row]:  # a complete reply leaves EOS the only token allowed
-                fill_next_token_bitmask(matcher, self._bitmask, row)
-        masked = scores.to("cpu")
-        apply_token_bitmask_inplace(masked, self._bitmask)
-        return masked.to(scores.device)  # type: ignore[return-value]

@@ -127,8 +127,35 @@ class CTranslate2Engine(Engine):
 
     # -- chat ------------------------------------------------------------------------------------
 
+    @staticmethod
+    def _delegated(params: SamplingParams) -> bool:
+        return params.temperature > 0 or params.json_schema is not None or bool(params.tools)
+
+    def _chat_many(
+        self, conversations: Sequence[Conversation], params: Sequence[SamplingParams]
+    ) -> list[list[Completion]]:
+        """The delegate's requests in one call of its own (it batches differing settings together);
+        greedy ones here, one call per setting."""
+        delegated = [i for i, p in enumerate(params) if self._delegated(p)]
+        if not delegated:
+            return super()._chat_many(conversations, params)
+        out: dict[int, list[Completion]] = dict(
+            zip(
+                delegated,
+                self._transformers()._chat_many(
+                    [conversations[i] for i in delegated], [params[i] for i in delegated]
+                ),
+                strict=True,
+            )
+        )
+        rest = [i for i in range(len(params)) if i not in out]
+        if rest:
+            answers = super()._chat_many([conversations[i] for i in rest], [params[i] for i in rest])
+            out.update(zip(rest, answers, strict=True))
+        return [out[i] for i in range(len(params))]
+
     def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
-        if params.temperature > 0 or params.json_schema is not None or params.tools:
+        if self._delegated(params):
             groups: list[list[Completion]] = self._transformers()._chat(conversations, params)
             return groups
         _, tokenizer = self._load()

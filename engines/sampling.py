@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["SeededSampler"]
+__all__ = ["SeededSampler", "draw_tokens"]
 
 _HEAD = 256  # tokens searched for the nucleus before a row falls back to a full sort
 
@@ -39,29 +39,37 @@ class SeededSampler:
 
     def draw(self, scores: torch.Tensor) -> torch.Tensor:
         """One token per row of ``scores`` (rows × vocabulary logits)."""
-        probs = torch.softmax(scores.float() / self._temperature, dim=-1)
-        uniform = torch.cat([torch.rand(1, generator=g, device=g.device) for g in self._generators])
-        if self._top_p >= 1.0:
-            cumulative = probs.cumsum(dim=-1)
-            return _inverse(cumulative, uniform * cumulative[:, -1]).clamp_(max=probs.shape[-1] - 1)
-        ordered, index = probs.topk(min(_HEAD, probs.shape[-1]), dim=-1)
-        flat = ordered.sum(dim=-1) <= self._top_p
-        if not bool(flat.any()):
-            return _nucleus(ordered, index, uniform, self._top_p)
-        # the nucleus reaches past the head in these rows: sort them in full
-        tokens = torch.empty(len(probs), dtype=torch.long, device=probs.device)
-        wide, narrow = flat.nonzero().flatten(), (~flat).nonzero().flatten()
-        full, full_index = probs[wide].sort(dim=-1, descending=True)
-        tokens[wide] = _nucleus(full, full_index, uniform[wide], self._top_p)
-        if len(narrow):
-            tokens[narrow] = _nucleus(ordered[narrow], index[narrow], uniform[narrow], self._top_p)
-        return tokens
+        return draw_tokens(scores, self._generators, self._temperature, self._top_p)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         picked = self.draw(scores)
         out = torch.full_like(scores, float("-inf"))
         out[torch.arange(len(picked), device=scores.device), picked] = 0.0
         return out  # type: ignore[return-value]
+
+
+def draw_tokens(
+    scores: torch.Tensor, generators: Sequence[torch.Generator], temperature: float, top_p: float
+) -> torch.Tensor:
+    """One token per row of ``scores`` (rows × vocabulary logits), row ``i`` drawing its one
+    uniform number from ``generators[i]``."""
+    probs = torch.softmax(scores.float() / temperature, dim=-1)
+    uniform = torch.cat([torch.rand(1, generator=g, device=g.device) for g in generators])
+    if top_p >= 1.0:
+        cumulative = probs.cumsum(dim=-1)
+        return _inverse(cumulative, uniform * cumulative[:, -1]).clamp_(max=probs.shape[-1] - 1)
+    ordered, index = probs.topk(min(_HEAD, probs.shape[-1]), dim=-1)
+    flat = ordered.sum(dim=-1) <= top_p
+    if not bool(flat.any()):
+        return _nucleus(ordered, index, uniform, top_p)
+    # the nucleus reaches past the head in these rows: sort them in full
+    tokens = torch.empty(len(probs), dtype=torch.long, device=probs.device)
+    wide, narrow = flat.nonzero().flatten(), (~flat).nonzero().flatten()
+    full, full_index = probs[wide].sort(dim=-1, descending=True)
+    tokens[wide] = _nucleus(full, full_index, uniform[wide], top_p)
+    if len(narrow):
+        tokens[narrow] = _nucleus(ordered[narrow], index[narrow], uniform[narrow], top_p)
+    return tokens
 
 
 def _nucleus(ordered: torch.Tensor, index: torch.Tensor, uniform: torch.Tensor, top_p: float) -> torch.Tensor:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-__all__ = ["auto_streams", "balanced_batches", "run_streams"]
+__all__ = ["auto_streams", "balanced_batches", "dealt_batches", "run_streams"]
 
 T = TypeVar("T")
 
@@ -39,6 +39,15 @@ def balanced_batches(order: Sequence[int], size: int, streams: int) -> list[list
         count = min(len(order), -(-count // streams) * streams)
     cuts = [len(order) * k // count for k in range(count + 1)]
     return [list(order[cuts[k] : cuts[k + 1]]) for k in range(count)]
+
+
+def dealt_batches(order: Sequence[int], size: int, streams: int) -> list[list[int]]:
+    """As many batches as :func:`balanced_batches` cuts, ``order`` dealt out over them in turn
+    (batch ``k`` takes rows ``k``, ``k + count``, ...): each batch gets its share of every stretch
+    of ``order``. For rows sorted by their token budget, every batch then holds its share of
+    the long ones, and the batches running side by side end together."""
+    count = len(balanced_batches(order, size, streams))
+    return [list(order[k::count]) for k in range(count)]
 
 
 def run_streams(jobs: Sequence[Callable[[], T]], streams: int, threads: int) -> list[T]:

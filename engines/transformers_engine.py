@@ -4,12 +4,15 @@
   rows of similar prompt length (less padding), decoded by a loop whose rows leave the batch as
   they end (:mod:`~ptfactory.engines.decoding`); sampling draws from per-row generators seeded
   from (seed, request), so a request's text does not depend on its batch
-  (:mod:`~ptfactory.engines.sampling`).
+  (:mod:`~ptfactory.engines.sampling`). Requests of different settings (``chat_many``: budgets,
+  temperatures, schemas, tools) share batches: each row picks and ends by its own
+  (:mod:`~ptfactory.engines.row_picker`); rows of different budgets are dealt out over the
+  batches.
 - On a CPU, batches (generation and scoring alike) run two side by side, each on half the threads
   (:mod:`~ptfactory.engines.streams`): a few-row step leaves a second core idle. Tokenizing and
   detokenizing stay on the calling thread (a fast tokenizer set to pad cannot be shared).
 - Constrained JSON (``supports_json_schema``): ``params.json_schema`` masks every token the
-  schema does not allow (llguidance, in transformers' ``generate``), so a reply that finishes
+  schema does not allow (llguidance, a matcher per row), so a reply that finishes
   (``finish_reason`` ``stop``) parses and validates; one cut by ``max_tokens`` says ``length``.
   Stop strings are not applied to constrained replies (the grammar decides where the JSON ends).
 - Scoring: batches of (prompt, continuation) padded on the right (causal attention: the padding
@@ -27,7 +30,7 @@ import importlib.metadata
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptfactory.engines.base import (
     Completion,
@@ -42,16 +45,24 @@ from ptfactory.engines.base import (
 from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.engines.kept_logits import LOGIT_FLOATS, kept_logits, score_batches, vocab_width
 from ptfactory.engines.scoring import score_token_ids
-from ptfactory.engines.streams import auto_streams, balanced_batches, run_streams
+from ptfactory.engines.streams import auto_streams, balanced_batches, dealt_batches, run_streams
 from ptfactory.engines.weights import local_folder
 from ptfactory.errors import EngineError
+
+if TYPE_CHECKING:
+    from ptfactory.engines.row_picker import RowRule
 
 __all__ = ["TransformersEngine"]
 
 
 # Bumped when this engine's outputs change for the same request (e.g. how sampling is seeded),
 # so the cache does not serve the old behaviour's answers.
-REVISION = "3"
+REVISION = "4"
+
+
+def _stops(params: SamplingParams) -> tuple[str, ...]:
+    """Stop strings apply to free replies; a constrained one ends where its grammar does."""
+    return params.stop if params.json_schema is None else ()
 
 
 def _ids(value: int | list[int] | None) -> list[int]:
@@ -127,6 +138,11 @@ class TransformersEngine(Engine):
         return self.streams or auto_streams(self.device, self._threads())
 
     def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
+        return self._chat_many(conversations, [params] * len(conversations))
+
+    def _chat_many(
+        self, conversations: Sequence[Conversation], params: Sequence[SamplingParams]
+    ) -> list[list[Completion]]:
         import torch
 
         model, tokenizer = self._load()
@@ -135,43 +151,60 @@ class TransformersEngine(Engine):
                 f"model {self.model_path!r} has no chat template, so it cannot chat; use an "
                 "instruct/chat model, or (judges) prompt: completion with scoring: probability"
             )
-        conversations = [tool_call_messages(c) for c in conversations] if params.tools else conversations
-        if params.seed is None:
-            params = replace(params, seed=int(torch.randint(0, 2**62, ()).item()))
+        if any(p.seed is None for p in params):
+            drawn = int(torch.randint(0, 2**62, ()).item())
+            params = [replace(p, seed=drawn) if p.seed is None else p for p in params]
+        conversations = [
+            tool_call_messages(c) if p.tools else c for c, p in zip(conversations, params, strict=True)
+        ]
         # one row per sample, each with its own seed (from the request): a request's text does not
         # depend on the batch its rows land in, so rows of similar length share one (less padding)
-        rows = [(i, seed) for i, c in enumerate(conversations) for seed in request_seeds(params, c)]
-        lengths = [
-            len(
-                tokenizer.apply_chat_template(
-                    list(c), tools=params.tools, add_generation_prompt=True, tokenize=False
-                )
-            )
-            for c in conversations
+        rows = [
+            (i, seed)
+            for i, (c, p) in enumerate(zip(conversations, params, strict=True))
+            for seed in request_seeds(p, c)
         ]
-        order = sorted(range(len(rows)), key=lambda r: lengths[rows[r][0]])
-        batches = balanced_batches(order, self.batch_size, self._streams())
-        if params.json_schema is not None and self._grammars is None:
+        texts = [
+            tokenizer.apply_chat_template(list(c), tools=p.tools, add_generation_prompt=True, tokenize=False)
+            for c, p in zip(conversations, params, strict=True)
+        ]
+        order = sorted(
+            range(len(rows)), key=lambda r: (params[rows[r][0]].max_tokens, len(texts[rows[r][0]]))
+        )
+        # a batch decodes until its longest budget: rows of different budgets are dealt out over
+        # the batches, so the streams end together
+        cut = balanced_batches if len({params[i].max_tokens for i, _ in rows}) <= 1 else dealt_batches
+        batches = cut(order, self.batch_size, self._streams())
+        if self._grammars is None and any(p.json_schema is not None for p in params):
             from ptfactory.engines.constrained import GrammarCache
 
             self._grammars = GrammarCache(tokenizer, int(model.config.vocab_size))
+        rules = [self._rule(params[i], seed) for i, seed in rows]  # grammars compiled here, once
         # tokenizing here, before the streams start: a fast tokenizer set to pad cannot be shared
-        encoded = [self._encode([conversations[rows[r][0]] for r in b], params) for b in batches]
+        encoded = [self._encode([texts[rows[r][0]] for r in b]) for b in batches]
         eos = self._eos()
         jobs = [
-            functools.partial(self._tokens, batch, [rows[r][1] for r in b], params, eos)
+            functools.partial(
+                self._tokens, batch, [rules[r] for r in b], [params[rows[r][0]] for r in b], eos
+            )
             for b, batch in zip(batches, encoded, strict=True)
         ]
         generated = run_streams(jobs, self._streams(), self._threads())
-        stops = params.stop if params.json_schema is None else ()
         results: list[list[Completion]] = [[] for _ in conversations]
         for b, batch, tokens in zip(batches, encoded, generated, strict=True):
             prompt_lengths = batch["attention_mask"].sum(dim=1).tolist()
             for r, length, row_tokens in zip(b, prompt_lengths, tokens, strict=True):
-                results[rows[r][0]].append(self._completion(row_tokens, int(length), params, eos, stops))
+                request = params[rows[r][0]]
+                results[rows[r][0]].append(self._completion(row_tokens, int(length), request, eos))
         # a request's samples come back in seed order: the sort is stable, so its rows stay in order
-        # within ``order``, and batches are consecutive slices of it, read in turn
+        # within ``order``, and every batch takes them in that order
         return results
+
+    def _rule(self, params: SamplingParams, seed: int) -> RowRule:
+        from ptfactory.engines.row_picker import RowRule
+
+        grammar = self._grammars.grammar(params.json_schema) if params.json_schema is not None else None
+        return RowRule(seed, params.temperature, params.top_p, grammar)
 
     def _eos(self) -> set[int]:
         model, tokenizer = self._model, self._tokenizer
@@ -179,110 +212,57 @@ class TransformersEngine(Engine):
         eos.discard(None)
         return eos
 
-    def _encode(self, batch: Sequence[Conversation], params: SamplingParams) -> dict[str, Any]:
-        encoded = self._tokenizer.apply_chat_template(
-            list(batch),
-            tools=params.tools,  # the tool specs, rendered by the template (the bundled one: ours)
-            add_generation_prompt=True,
-            return_tensors="pt",
-            padding=True,
-            return_dict=True,
-        )
-        return {k: v.to(self.device) for k, v in encoded.items()}
+    def _encode(self, texts: Sequence[str]) -> dict[str, Any]:
+        """Rendered prompts as one left-padded batch (the template already wrote the special tokens)."""
+        encoded = self._tokenizer(list(texts), add_special_tokens=False, padding=True, return_tensors="pt")
+        return {k: v.to(self.device) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}
 
     def _tokens(
-        self, encoded: dict[str, Any], seeds: list[int], params: SamplingParams, eos: set[int]
+        self, encoded: dict[str, Any], rules: list[RowRule], params: list[SamplingParams], eos: set[int]
     ) -> list[list[int]]:
-        """One batch's generated tokens, a row per seed (run in a stream)."""
+        """One batch's generated tokens, a row per rule (run in a stream): our decoding loop, whose
+        ended rows leave the batch (:mod:`~ptfactory.engines.decoding`); each row ends at its own
+        ``max_tokens`` and stop strings (a constrained row where its grammar ends)."""
         import torch
 
+        from ptfactory.engines.decoding import decode
+        from ptfactory.engines.row_picker import RowPicker
+
+        stops = [_stops(p) for p in params]
+        # the last tokens that can hold a stop string's characters
+        tails = [4 * max((len(stop) for stop in row), default=0) + 4 for row in stops]
+
+        def stopped(row: int, tokens: list[int]) -> bool:
+            if len(tokens) >= params[row].max_tokens:
+                return True
+            if not stops[row]:
+                return False
+            text = self._tokenizer.decode(tokens[-tails[row] :], skip_special_tokens=True)
+            return any(stop in text for stop in stops[row])
+
+        picker = RowPicker(rules, self._grammars, self.device)
         with torch.inference_mode():
-            if params.json_schema is not None:
-                return self._generate_constrained(encoded, seeds, params, params.json_schema)
-            return self._decode(encoded, seeds, params, eos, params.stop)
+            return decode(
+                self._model,
+                encoded["input_ids"],
+                encoded["attention_mask"],
+                max_new_tokens=max(p.max_tokens for p in params),
+                pick=picker.pick,
+                eos=eos,
+                keep=picker.keep,
+                stopped=stopped,
+            )
 
     def _completion(
-        self,
-        tokens: list[int],
-        prompt_tokens: int,
-        params: SamplingParams,
-        eos: set[int],
-        stops: Sequence[str],
+        self, tokens: list[int], prompt_tokens: int, params: SamplingParams, eos: set[int]
     ) -> Completion:
         length = next((i for i, t in enumerate(tokens) if t in eos), len(tokens))
         text = self._tokenizer.decode(tokens[:length], skip_special_tokens=True)
         finish = "stop" if length < len(tokens) or length < params.max_tokens else "length"
-        for stop in stops:
+        for stop in _stops(params):
             if stop in text:
                 text, finish = text.split(stop, 1)[0], "stop"
         return Completion(text, prompt_tokens, length, finish)
-
-    def _sampler(self, seeds: Sequence[int], params: SamplingParams) -> Any:
-        """Per-row seeded sampling for a sampled request, else None (greedy)."""
-        from ptfactory.engines.sampling import SeededSampler
-
-        if params.temperature <= 0:
-            return None
-        return SeededSampler(seeds, params.temperature, params.top_p, self.device)
-
-    def _decode(
-        self,
-        encoded: dict[str, Any],
-        seeds: Sequence[int],
-        params: SamplingParams,
-        eos: set[int],
-        stops: Sequence[str],
-    ) -> list[list[int]]:
-        """Plain and sampled replies: our loop, whose ended rows leave the batch
-        (:mod:`~ptfactory.engines.decoding`)."""
-        from ptfactory.engines.decoding import decode
-
-        sampler = self._sampler(seeds, params)
-        tail = 4 * max((len(stop) for stop in stops), default=0) + 4  # tokens that hold a stop's characters
-
-        def stopped(_row: int, tokens: list[int]) -> bool:
-            text = self._tokenizer.decode(tokens[-tail:], skip_special_tokens=True)
-            return any(stop in text for stop in stops)
-
-        return decode(
-            self._model,
-            encoded["input_ids"],
-            encoded["attention_mask"],
-            max_new_tokens=params.max_tokens,
-            pick=sampler.draw if sampler is not None else lambda logits: logits.argmax(dim=-1),
-            eos=eos,
-            keep=sampler.keep if sampler is not None else None,
-            stopped=stopped if stops else None,
-        )
-
-    def _generate_constrained(
-        self,
-        encoded: dict[str, Any],
-        seeds: Sequence[int],
-        params: SamplingParams,
-        schema: dict[str, Any],
-    ) -> list[list[int]]:
-        """JSON-constrained replies: ``generate`` with the grammar's mask (its matchers hold one
-        state per row of the whole batch) and the seeded sampler as logits processors."""
-        from transformers import LogitsProcessorList
-
-        model, tokenizer = self._model, self._tokenizer
-        processors: list[Any] = [self._grammars.constraint(schema, len(seeds))]
-        if (sampler := self._sampler(seeds, params)) is not None:
-            processors.append(sampler)
-        # sampling happens in the seeded processor; generate then only takes its one token
-        output = model.generate(
-            **encoded,
-            max_new_tokens=params.max_tokens,
-            do_sample=False,
-            pad_token_id=tokenizer.pad_token_id,
-            temperature=None,
-            top_p=None,
-            top_k=None,
-            logits_processor=LogitsProcessorList(processors),
-        )
-        width = encoded["input_ids"].shape[1]
-        return [sequence[width:].tolist() for sequence in output]
 
     def _choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str]) -> list[list[float]]:
         """One forward pass per batch of prompts when every choice is one distinct token after the

@@ -72,20 +72,16 @@ class _Asked:
 
 
 def _ask_together(engine: Engine, asked: list[_Asked]) -> list[list[list[Completion]]]:
-    """Each method's replies; methods with the same sampling settings share one engine call (one
-    batch: self-instruct's and evol-instruct's few requests decode together rather than one after
-    the other). A request's text does not depend on its batch (per-request seeds)."""
-    groups: dict[str, list[int]] = {}
-    for index, method in enumerate(asked):
-        groups.setdefault(method.params.to_json(), []).append(index)
-    replies: list[list[list[Completion]]] = [[] for _ in asked]
-    for members in groups.values():
-        conversations = [c for i in members for c in asked[i].conversations]
-        together = engine.chat(conversations, asked[members[0]].params)
-        start = 0
-        for i in members:
-            replies[i] = together[start : start + len(asked[i].conversations)]
-            start += len(asked[i].conversations)
+    """Each method's replies, every method's requests in one engine call (``chat_many``): the
+    engine batches self-instruct's, evol-instruct's and the code problems' few requests together
+    (their token budgets differ), rather than one after the other. A request's text does not
+    depend on its batch (per-request seeds)."""
+    together = engine.chat_many([(c, method.params) for method in asked for c in method.conversations])
+    replies: list[list[list[Completion]]] = []
+    start = 0
+    for method in asked:
+        replies.append(together[start : start + len(method.conversations)])
+        start += len(method.conversations)
     return replies
 
 

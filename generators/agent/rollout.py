@@ -230,37 +230,34 @@ def _result_fields(result: StepResult) -> dict[str, Any]:
 
 
 def _ask(engine: Engine, runs: Sequence[_Run], config: RolloutConfig) -> list[Completion]:
-    """One completion per run: one batched chat call per distinct reply schema."""
-    answers: list[Completion | None] = [None] * len(runs)
-    groups: dict[str, list[int]] = {}
-    schemas: dict[str, dict[str, Any] | None] = {}
-    tools: dict[str, list[dict[str, Any]]] = {}
+    """One completion per run, from one engine call (``chat_many``): every task's reply schema and
+    tools in the same batches. Identical conversations (same task, same history) are one request
+    with ``n`` completions, so rollouts that share a history still sample independently."""
     constrain = engine.supports_json_schema and not engine.native_tool_calls
+    unique: dict[str, list[int]] = {}
+    requests: dict[str, tuple[list[dict[str, Any]], dict[str, Any] | None, list[dict[str, Any]]]] = {}
     for i, run in enumerate(runs):
         schema = reply_schema(run.task, final=bool(run.steps)) if constrain else None
-        key = json.dumps([schema, run.task.tools], sort_keys=True)
-        groups.setdefault(key, []).append(i)
-        schemas[key] = schema
-        tools[key] = run.task.tools
-    for key, members in groups.items():
-        unique: dict[str, list[int]] = {}
-        conversations: dict[str, list[dict[str, Any]]] = {}
-        for i in members:
-            conversation = runs[i].conversation()
-            text = json.dumps(conversation, sort_keys=True)
-            unique.setdefault(text, []).append(i)
-            conversations[text] = conversation
+        conversation = run.conversation()
+        key = json.dumps([schema, run.task.tools, conversation], sort_keys=True)
+        unique.setdefault(key, []).append(i)
+        requests[key] = (conversation, schema, run.task.tools)
+    asked = []
+    for key, indices in unique.items():
+        conversation, schema, tools = requests[key]
         params = SamplingParams(
-            n=max(len(v) for v in unique.values()),
+            n=len(indices),
             temperature=config.temperature,
             max_tokens=config.max_tokens,
             seed=config.seed,
-            json_schema=schemas[key],
+            json_schema=schema,
+            tools=[dict(t) for t in tools] if tools else None,
         )
-        replies = engine.chat([conversations[t] for t in unique], params, tools=tools[key])
-        for (_, indices), completions in zip(unique.items(), replies, strict=True):
-            for j, i in enumerate(indices):
-                answers[i] = completions[j % len(completions)]
+        asked.append((conversation, params))
+    answers: list[Completion | None] = [None] * len(runs)
+    for indices, completions in zip(unique.values(), engine.chat_many(asked), strict=True):
+        for j, i in enumerate(indices):
+            answers[i] = completions[j]
     return [a for a in answers if a is not None]
 
 

@@ -33,14 +33,15 @@ def pool() -> Iterator[EpisodePool]:
 def test_smollm2_episodes(smollm2: Path, pool: EpisodePool, tmp_path: Path) -> None:
     engine = TransformersEngine(model_id="SmolLM2-135M-Instruct", model_path=str(smollm2), batch_size=8)
     calls: list[int] = []
-    chat = engine.chat
+    chat_many = engine.chat_many
 
-    def counted(conversations: Any, params: Any, tools: Any = None) -> Any:  # a spy: the real engine answers
-        calls.append(len(conversations))
-        assert tools and tools[0]["function"]["name"] == "bash"  # passed natively, to the template
-        return chat(conversations, params, tools=tools)
+    def counted(requests: Any) -> Any:  # a spy: the real engine answers
+        calls.append(len(requests))
+        for _, params in requests:  # the tools go natively, to the template
+            assert params.tools and params.tools[0]["function"]["name"] == "bash"
+        return chat_many(requests)
 
-    engine.chat = counted  # type: ignore[method-assign]
+    engine.chat_many = counted  # type: ignore[method-assign]
     tasks = read_tasks(REPO / "demo" / "agent" / "tasks.jsonl")[:2]
     rows = run_rollouts(tasks, engine, pool, RolloutConfig(rollouts=2, max_steps=MAX_STEPS, max_tokens=64))
     out = tmp_path / "smollm2.parquet"
@@ -50,8 +51,9 @@ def test_smollm2_episodes(smollm2: Path, pool: EpisodePool, tmp_path: Path) -> N
     rows = read_trajectories(out)
     outcomes = [r["outcome"] for r in rows]
     assert len(rows) + repeats == 4 and len({r["sample_id"] for r in rows}) == len(rows)
-    # one batched call per step: all four live episodes in it at step 1
-    assert 1 <= len(calls) <= MAX_STEPS and calls[0] >= 1
+    # one engine call per step, both tasks' episodes in it (each task's two rollouts share their
+    # first conversation: one request of n=2 each)
+    assert 1 <= len(calls) <= MAX_STEPS and calls[0] == 2
     for row, outcome in zip(rows, outcomes, strict=True):
         assert row["kind"] == "agent" and row["provenance"]["model"] == "SmolLM2-135M-Instruct"
         assert 1 <= outcome["n_steps"] <= MAX_STEPS, row  # the budget holds
