@@ -43,7 +43,7 @@ from ptfactory.engines.base import (
     tool_call_messages,
 )
 from ptfactory.engines.bundled import resolve_model_path
-from ptfactory.engines.kept_logits import LOGIT_FLOATS, kept_logits, score_batches, vocab_width
+from ptfactory.engines.kept_logits import LOGIT_FLOATS, chunk_head, kept_logits, score_batches, vocab_width
 from ptfactory.engines.scoring import score_token_ids
 from ptfactory.engines.streams import auto_streams, balanced_batches, dealt_batches, run_streams
 from ptfactory.engines.weights import local_folder
@@ -126,6 +126,8 @@ class TransformersEngine(Engine):
             if tokenizer.pad_token is None:
                 tokenizer.pad_token = tokenizer.eos_token
             self._model = model.to(self.device).eval()
+            if self.device == "cpu":
+                chunk_head(self._model)  # the same logits, faster (engines/kept_logits.py)
             self._tokenizer = tokenizer
         return self._model, self._tokenizer
 
