@@ -71,8 +71,11 @@ def _rollouts(
 
     settings, sandbox_settings = factory.config.agent, factory.config.sandbox
     engine = factory.engine("generator")
+    episodes = len(tasks) * settings.rollouts
     sandbox = open_sandbox(
-        sandbox_settings.limits(), settings.workers or sandbox_settings.workers, sandbox_settings.backend
+        sandbox_settings.limits(),
+        settings.live_episodes(episodes, sandbox_settings.workers),
+        sandbox_settings.backend,
     )
     pool = EpisodePool(sandbox, settings.command_policy())
     config = RolloutConfig(

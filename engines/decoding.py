@@ -8,12 +8,17 @@ cache (``DynamicCache.batch_select_indices``) as they end.
 
 Positions follow ``generate``'s for left-padded batches (the attention mask's running count), so
 a row's logits are the ones ``generate`` computes for it.
+
+Rows that share their prompt (a request's ``n`` samples) are prefilled once: ``expand`` maps
+each row to its prompt, and after the prefill the KV cache and the last logits are copied out to
+the rows (a prompt's prefill is most of a short reply's cost: an agent step's prompt holds the
+system prompt, the tools and the history).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import torch
@@ -33,12 +38,15 @@ def decode(
     eos: Collection[int],
     keep: Callable[[list[int]], None] | None = None,
     stopped: Callable[[int, list[int]], bool] | None = None,
+    expand: Sequence[int] | None = None,
 ) -> list[list[int]]:
     """Each row's generated tokens, ending with the EOS token where it took one.
 
     ``pick`` chooses the next token of every live row from its logits; ``keep(rows)`` is told
     which of the live rows go on (indices into them) whenever some end, so a picker holding
     per-row state can drop theirs; ``stopped(row, tokens)`` ends a row early (a stop string).
+    ``expand``: the prompt (a row of ``input_ids``) of each row, where rows share prompts;
+    by default one row per prompt.
     """
     from transformers import DynamicCache
 
@@ -46,8 +54,8 @@ def decode(
     # transformers 5.24 names the cache argument ``cache``; earlier ones ``past_key_values``
     cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
-    out: list[list[int]] = [[] for _ in range(len(input_ids))]
-    live = list(range(len(input_ids)))
+    out: list[list[int]] = [[] for _ in range(len(input_ids) if expand is None else len(expand))]
+    live = list(range(len(out)))
     eos_ids = torch.tensor(sorted(eos), dtype=torch.long, device=input_ids.device)
     step_ids, step_positions = input_ids, positions
     for _ in range(max_new_tokens):
@@ -59,6 +67,14 @@ def decode(
             logits_to_keep=1,
             **{cache_arg: cache},
         ).logits[:, -1]
+        if expand is not None and step_ids is input_ids:  # the prefill: copied out to the rows
+            index = torch.tensor(list(expand), dtype=torch.long, device=input_ids.device)
+            cache.batch_select_indices(index)
+            logits, attention_mask, step_positions = (
+                logits[index],
+                attention_mask[index],
+                step_positions[index],
+            )
         tokens = pick(logits)
         ended = torch.isin(tokens, eos_ids).tolist()
         going = []

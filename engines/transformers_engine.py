@@ -182,22 +182,34 @@ class TransformersEngine(Engine):
 
             self._grammars = GrammarCache(tokenizer, int(model.config.vocab_size))
         rules = [self._rule(params[i], seed) for i, seed in rows]  # grammars compiled here, once
-        # tokenizing here, before the streams start: a fast tokenizer set to pad cannot be shared
-        encoded = [self._encode([texts[rows[r][0]] for r in b]) for b in batches]
+        # tokenizing here, before the streams start: a fast tokenizer set to pad cannot be shared;
+        # a batch holds each of its requests' prompts once (its samples' rows share the prefill)
+        prompts = [list(dict.fromkeys(rows[r][0] for r in b)) for b in batches]
+        encoded = [self._encode([texts[i] for i in requests]) for requests in prompts]
+        expands = [
+            [requests.index(rows[r][0]) for r in b] for b, requests in zip(batches, prompts, strict=True)
+        ]
         eos = self._eos()
         jobs = [
             functools.partial(
-                self._tokens, batch, [rules[r] for r in b], [params[rows[r][0]] for r in b], eos
+                self._tokens,
+                batch,
+                expand if len(expand) > len(set(expand)) else None,
+                [rules[r] for r in b],
+                [params[rows[r][0]] for r in b],
+                eos,
             )
-            for b, batch in zip(batches, encoded, strict=True)
+            for b, batch, expand in zip(batches, encoded, expands, strict=True)
         ]
         generated = run_streams(jobs, self._streams(), self._threads())
         results: list[list[Completion]] = [[] for _ in conversations]
-        for b, batch, tokens in zip(batches, encoded, generated, strict=True):
+        for b, batch, expand, tokens in zip(batches, encoded, expands, generated, strict=True):
             prompt_lengths = batch["attention_mask"].sum(dim=1).tolist()
-            for r, length, row_tokens in zip(b, prompt_lengths, tokens, strict=True):
+            for r, slot, row_tokens in zip(b, expand, tokens, strict=True):
                 request = params[rows[r][0]]
-                results[rows[r][0]].append(self._completion(row_tokens, int(length), request, eos))
+                results[rows[r][0]].append(
+                    self._completion(row_tokens, int(prompt_lengths[slot]), request, eos)
+                )
         # a request's samples come back in seed order: the sort is stable, so its rows stay in order
         # within ``order``, and every batch takes them in that order
         return results
@@ -220,11 +232,17 @@ class TransformersEngine(Engine):
         return {k: v.to(self.device) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}
 
     def _tokens(
-        self, encoded: dict[str, Any], rules: list[RowRule], params: list[SamplingParams], eos: set[int]
+        self,
+        encoded: dict[str, Any],
+        expand: list[int] | None,
+        rules: list[RowRule],
+        params: list[SamplingParams],
+        eos: set[int],
     ) -> list[list[int]]:
         """One batch's generated tokens, a row per rule (run in a stream): our decoding loop, whose
         ended rows leave the batch (:mod:`~ptfactory.engines.decoding`); each row ends at its own
-        ``max_tokens`` and stop strings (a constrained row where its grammar ends)."""
+        ``max_tokens`` and stop strings (a constrained row where its grammar ends). ``expand``:
+        each row's prompt in ``encoded``, where rows share one."""
         import torch
 
         from ptfactory.engines.decoding import decode
@@ -253,6 +271,7 @@ class TransformersEngine(Engine):
                 eos=eos,
                 keep=picker.keep,
                 stopped=stopped,
+                expand=expand,
             )
 
     def _completion(

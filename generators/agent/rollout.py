@@ -4,12 +4,13 @@ The engine sees the record's own conversation (assistant ``tool_calls``, ``tool`
 task's tools passed natively (``Engine.chat(..., tools=)``); on engines that constrain JSON and do
 not parse calls themselves, every reply is constrained to :func:`~.policy.reply_schema`.
 
-Each step is one batched ``engine.chat`` call over the live episodes (one per distinct reply
-schema; identical conversations are asked once with ``n`` completions, so rollouts that share a
-history still sample independently), then every episode's tool call runs in parallel, up to the
-pool's size. An episode ends on a final answer, a passing check, ``max_steps``, ``time_limit_s`` (of
-sandbox time) or a container a step took down. At most ``pool.workers`` episodes are live at once
-(each holds a container); more run in waves.
+Each step is one batched ``engine.chat_many`` call over the live episodes (their tasks' reply
+schemas and tools side by side; identical conversations are asked once with ``n`` completions,
+so rollouts that share a history still sample independently), then every episode's tool call
+runs in parallel, up to the pool's size. An episode ends on a final answer, a passing check,
+``max_steps``, ``time_limit_s`` (of sandbox time) or a container a step took down. At most
+``pool.workers`` episodes are live at once (each holds a container; factory.yaml's
+``agent.workers``, by default every episode up to 8); more run in waves.
 """
 
 from __future__ import annotations

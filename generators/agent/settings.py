@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from pydantic import Field
@@ -9,7 +10,9 @@ from pydantic import Field
 from ptfactory.filters.execution.commands import DEFAULT_DENY, CommandPolicy
 from ptfactory.section import Section
 
-__all__ = ["AgentSection"]
+__all__ = ["LIVE_EPISODES", "AgentSection"]
+
+LIVE_EPISODES = 8  # the default cap on episodes live at once (each holds a container)
 
 
 class AgentSection(Section):
@@ -24,7 +27,12 @@ class AgentSection(Section):
     temperature: float = Field(0.7, ge=0, le=2)
     seed: int = 0
     workers: int | None = Field(
-        None, gt=0, description="live episodes (containers) at once; default: sandbox"
+        None,
+        gt=0,
+        description=(
+            "live episodes (containers) at once; default: every episode of the batch, up to "
+            f"{LIVE_EPISODES} (and at least sandbox.workers)"
+        ),
     )
     policy: Literal["deny", "allow"] = Field(
         "deny", description="deny: the default refusals plus `commands`; allow: only `commands` run"
@@ -33,6 +41,15 @@ class AgentSection(Section):
     replay_sample: float = Field(
         1.0, ge=0, le=1, description="share of each batch's trajectories re-executed in fresh sandboxes"
     )
+
+    def live_episodes(self, episodes: int, sandbox_workers: int | None) -> int:
+        """Episodes live at once: ``workers`` when set; else all of them, up to ``LIVE_EPISODES``.
+        A live episode mostly waits for the model with its container idle, and every live episode's
+        step is in one batched engine call: three tasks' rollouts live together take one call a
+        step, where waves of two (the cores) took three."""
+        if self.workers:
+            return self.workers
+        return max(min(episodes, LIVE_EPISODES), sandbox_workers or os.cpu_count() or 1)
 
     def command_policy(self) -> CommandPolicy:
         if self.policy == "allow":

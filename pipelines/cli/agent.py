@@ -33,13 +33,15 @@ def _policy(allow: list[str] | None, deny: list[str] | None) -> CommandPolicy:
     return CommandPolicy("deny", (*DEFAULT_DENY, *(deny or [])))
 
 
-def _pool(config: Path, workers: int | None, policy: CommandPolicy) -> EpisodePool:
+def _pool(config: Path, workers: int | None, policy: CommandPolicy, episodes: int) -> EpisodePool:
     from ptfactory.config import load_config
     from ptfactory.filters.execution import open_sandbox
     from ptfactory.filters.execution.episode import EpisodePool
 
-    settings = load_config(config_path(config)).sandbox
-    sandbox = open_sandbox(settings.limits(), workers or settings.workers, settings.backend)
+    loaded = load_config(config_path(config))
+    settings = loaded.sandbox
+    live = workers or loaded.agent.live_episodes(episodes, settings.workers)
+    sandbox = open_sandbox(settings.limits(), live, settings.backend)
     try:
         return EpisodePool(sandbox, policy)
     except BaseException:
@@ -60,7 +62,12 @@ def agent_run(
     max_steps: Annotated[int | None, typer.Option(min=1, help="cap every task's step budget")] = None,
     max_tokens: Annotated[int, typer.Option(min=1, help="tokens per reply")] = 256,
     temperature: Annotated[float, typer.Option(min=0.0, help="sampling temperature")] = 0.7,
-    workers: Annotated[int | None, typer.Option(min=1, help="live episodes (containers) at once")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="live episodes (containers) at once [default: factory.yaml's agent.workers]"
+        ),
+    ] = None,
     allow: Annotated[
         list[str] | None, typer.Option(help="allow-list mode: only these commands run (repeatable)")
     ] = None,
@@ -90,7 +97,7 @@ def agent_run(
         _policy(allow, deny) if allow or deny else load_config(config_path(config)).agent.command_policy()
     )
     engine = FactoryResource(config_path=str(config_path(config))).engine("generator")
-    pool = _pool(config, workers, policy)
+    pool = _pool(config, workers, policy, len(loaded) * rollouts)
     started = time.perf_counter()
     err.print(
         f"{len(loaded)} tasks × {rollouts} rollouts with {engine.model_id} ({engine.backend})",
@@ -176,7 +183,7 @@ def agent_replay(
     from ptfactory.generators.agent.replay import recorded_policy, replay_trajectory
 
     row = _from_file(user_path(source), sample_id) if source is not None else _from_catalog(sample_id)
-    pool = _pool(config, 1, recorded_policy(row) or _policy(None, None))
+    pool = _pool(config, 1, recorded_policy(row) or _policy(None, None), 1)
     try:
         report = replay_trajectory(row, pool)
     finally:

@@ -78,3 +78,53 @@ def test_a_stop_string_ends_its_row_and_cuts_the_text(smollm2: Path) -> None:
     cut = engine.chat([conversation], SamplingParams(temperature=0, max_tokens=40, stop=("\n",)))[0][0]
     assert (cut.text, cut.finish_reason) == (first_line, "stop")
     assert cut.completion_tokens < plain.completion_tokens  # it stopped generating there
+
+
+def test_rows_sharing_a_prompt_are_prefilled_once_and_generate_as_copies_would(smollm2: Path) -> None:
+    from ptfactory.engines.sampling import SeededSampler
+
+    engine = TransformersEngine(model_id="smollm2", model_path=str(smollm2), threads=2)
+    model, tokenizer = engine._load()
+    encoded = tokenizer.apply_chat_template(
+        [[{"role": "user", "content": p}] for p in PROMPTS[:3]],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        padding=True,
+        return_dict=True,
+    )
+    expand = [0, 0, 1, 2, 2, 2]  # prompt 0 twice, prompt 2 three times
+    eos = {tokenizer.eos_token_id, tokenizer.pad_token_id}
+    seeds = [5, 6, 7, 8, 9, 10]
+    prefilled: list[int] = []
+    forward = model.forward
+
+    def counted(*args: object, **kwargs: object) -> object:
+        ids = kwargs["input_ids"]
+        assert isinstance(ids, torch.Tensor)
+        if ids.shape[1] > 1:
+            prefilled.append(len(ids))
+        return forward(*args, **kwargs)
+
+    def run(ids: torch.Tensor, mask: torch.Tensor, rows: list[int] | None) -> list[list[int]]:
+        sampler = SeededSampler(seeds, 0.9, 0.95, "cpu")
+        with torch.inference_mode():
+            return decode(
+                model,
+                ids,
+                mask,
+                max_new_tokens=24,
+                pick=sampler.draw,
+                eos=eos,
+                keep=sampler.keep,
+                expand=rows,
+            )
+
+    model.forward = counted  # type: ignore[method-assign]
+    try:
+        shared = run(encoded["input_ids"], encoded["attention_mask"], expand)
+        copies = run(encoded["input_ids"][expand], encoded["attention_mask"][expand], None)
+    finally:
+        del model.forward
+    assert prefilled == [3, 6]  # three prompts prefilled for six rows, then six
+    assert shared == copies
+    assert shared[0] != shared[1]  # the copies sample apart (their own seeds)
