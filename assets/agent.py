@@ -13,6 +13,7 @@ other rows at dedup and go through the same judges, routing and review.
 import json
 import random
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -105,9 +106,11 @@ def _replay(rows: list[dict[str, Any]], pool: Any, share: float, batch: str) -> 
 
     count = round(len(rows) * share)
     chosen = sorted(random.Random(batch).sample(range(len(rows)), count))
+    # each replay in its own fresh container: up to the pool's size at once
+    with ThreadPoolExecutor(max_workers=max(1, min(pool.workers, count))) as threads:
+        reports = list(threads.map(lambda index: replay_trajectory(rows[index], pool), chosen))
     reproduced = 0
-    for index in chosen:
-        report = replay_trajectory(rows[index], pool)
+    for index, report in zip(chosen, reports, strict=True):
         reproduced += report.reproduced
         if not report.reproduced:
             rows[index]["decisions"] = [
