@@ -66,17 +66,24 @@ def _prompts(count: int) -> list[str]:
 
 
 def _generate_with(engine: TransformersEngine, sampler: type) -> Callable[..., list[list[int]]]:
-    """The engine's ``_decode`` replaced by ``generate`` with ``sampler`` as its logits processor."""
+    """The engine's per-batch decoding (``_tokens``) replaced by ``generate`` with ``sampler`` as
+    its logits processor (every row of the benchmark's batches has the same settings)."""
 
     def run(
-        encoded: dict[str, Any], seeds: Sequence[int], params: SamplingParams, *_: Any
+        encoded: dict[str, Any],
+        expand: Sequence[int] | None,
+        rules: Sequence[Any],
+        params: Sequence[SamplingParams],
+        *_: Any,
     ) -> list[list[int]]:
         from transformers import LogitsProcessorList
 
-        processor = sampler(seeds, params.temperature, params.top_p, "cpu")
+        if expand is not None:  # generate prefills every row: one copy of the prompt each
+            encoded = {k: v[list(expand)] for k, v in encoded.items()}
+        processor = sampler([r.seed for r in rules], params[0].temperature, params[0].top_p, "cpu")
         output = engine._model.generate(
             **encoded,
-            max_new_tokens=params.max_tokens,
+            max_new_tokens=params[0].max_tokens,
             do_sample=False,
             pad_token_id=engine._tokenizer.pad_token_id,
             temperature=None,
@@ -111,7 +118,7 @@ def main() -> None:
     params = SamplingParams(n=args.n, temperature=0.7, top_p=0.95, max_tokens=args.max_tokens, seed=0)
     engine = TransformersEngine(model_id="bundled", model_path="bundled", threads=args.threads)
     engine._load()
-    ours = engine._decode
+    ours = engine._tokens
     # (decoder, streams, batch_size): the engine before streams ran one batch at a time on all
     # threads, a request's n samples in its batch (32 requests: every row of the default run)
     everything: dict[str, tuple[Callable[..., list[list[int]]], int, int]] = {
@@ -125,14 +132,14 @@ def main() -> None:
     tokens: dict[str, int] = {}
     for repeat in range(args.repeats):
         for name, (decode, streams, batch_size) in sides.items():
-            engine._decode = decode  # type: ignore[method-assign]
+            engine._tokens = decode  # type: ignore[method-assign]
             engine.streams, engine.batch_size = streams, batch_size
             started = time.perf_counter()
             replies = engine._chat(conversations, params)
             seconds[name].append(time.perf_counter() - started)
             tokens[name] = sum(c.completion_tokens for group in replies for c in group)
             print(f"repeat {repeat + 1} {name}: {seconds[name][-1]:.1f} s, {tokens[name]} tokens", flush=True)
-    engine._decode = ours  # type: ignore[method-assign]
+    engine._tokens = ours  # type: ignore[method-assign]
     print(
         f"\n{len(conversations)} prompts x {args.n} samples, max_tokens {args.max_tokens}, "
         f"{args.threads} threads, median of {args.repeats}; {transformers_engine.__name__}"
