@@ -33,20 +33,16 @@ def chunk_head(model: Any) -> None:
 
     head = model.get_output_embeddings()
     if isinstance(head, torch.nn.Linear) and head.out_features > HEAD_CHUNK:
-        head.forward = functools.partial(chunked_linear, head)  # type: ignore[method-assign]
+        head.forward = functools.partial(chunked_linear, head, torch.nn.functional.linear)  # type: ignore[method-assign]
 
 
-def chunked_linear(head: Any, x: Any) -> Any:
-    """``head(x)``, a slice of the vocabulary at a time."""
-    import torch
-
+def chunked_linear(head: Any, linear: Any, x: Any) -> Any:
+    """``head(x)``, a slice of the vocabulary at a time (``linear``: torch's, bound once)."""
     weight, bias = head.weight, head.bias
     out = x.new_empty((*x.shape[:-1], weight.shape[0]))
     for start in range(0, weight.shape[0], HEAD_CHUNK):
         end = start + HEAD_CHUNK
-        out[..., start:end] = torch.nn.functional.linear(
-            x, weight[start:end], None if bias is None else bias[start:end]
-        )
+        out[..., start:end] = linear(x, weight[start:end], None if bias is None else bias[start:end])
     return out
 
 

@@ -53,28 +53,34 @@ class RowPicker:
             from llguidance.torch import allocate_token_bitmask
 
             self._bitmask = allocate_token_bitmask(len(self._rules), grammars.vocab_size)
+        self._groups = self._grouped()
+
+    def _grouped(self) -> dict[tuple[float, float], list[int]]:
+        """The live rows by how they draw: greedy, or (temperature, top-p)."""
+        groups: dict[tuple[float, float], list[int]] = {}
+        for i, rule in enumerate(self._rules):
+            key = (rule.temperature, rule.top_p) if rule.temperature > 0 else (0.0, 1.0)
+            groups.setdefault(key, []).append(i)
+        return groups
 
     def keep(self, rows: Sequence[int]) -> None:
         """Only these rows (indices into the current rows) go on: the others ended."""
         self._rules = [self._rules[i] for i in rows]
         self._generators = [self._generators[i] for i in rows]
         self._matchers = [self._matchers[i] for i in rows]
+        self._groups = self._grouped()
 
     def pick(self, logits: torch.Tensor) -> torch.Tensor:
         """One token per row of ``logits`` (rows × vocabulary)."""
         constrained = [i for i, m in enumerate(self._matchers) if m is not None]
         if constrained:
             logits = self._mask(logits, constrained)
-        groups: dict[tuple[float, float], list[int]] = {}
-        for i, rule in enumerate(self._rules):
-            key = (rule.temperature, rule.top_p) if rule.temperature > 0 else (0.0, 1.0)
-            groups.setdefault(key, []).append(i)
-        if len(groups) == 1:  # the usual case: one kind of row, no gathering
-            ((temperature, top_p),) = groups
-            tokens = self._draw(logits, list(range(len(self._rules))), temperature, top_p)
+        if len(self._groups) == 1:  # the usual case: one kind of row, no gathering
+            (((temperature, top_p), rows),) = self._groups.items()
+            tokens = self._draw(logits, rows, temperature, top_p)
         else:
             tokens = torch.empty(len(logits), dtype=torch.long, device=logits.device)
-            for (temperature, top_p), rows in groups.items():
+            for (temperature, top_p), rows in self._groups.items():
                 index = torch.tensor(rows, device=logits.device)
                 tokens[index] = self._draw(logits[index], rows, temperature, top_p)
         for i in constrained:

@@ -34,9 +34,7 @@ def balanced_batches(order: Sequence[int], size: int, streams: int) -> list[list
     not 32 + 3, whose second batch would run alone)."""
     if not order:
         return []
-    count = -(-len(order) // size)
-    if streams > 1:
-        count = min(len(order), -(-count // streams) * streams)
+    count = _batch_count(len(order), size, streams)
     cuts = [len(order) * k // count for k in range(count + 1)]
     return [list(order[cuts[k] : cuts[k + 1]]) for k in range(count)]
 
@@ -46,8 +44,17 @@ def dealt_batches(order: Sequence[int], size: int, streams: int) -> list[list[in
     (batch ``k`` takes rows ``k``, ``k + count``, ...): each batch gets its share of every stretch
     of ``order``. For rows sorted by their token budget, every batch then holds its share of
     the long ones, and the batches running side by side end together."""
-    count = len(balanced_batches(order, size, streams))
+    count = _batch_count(len(order), size, streams) if order else 0
     return [list(order[k::count]) for k in range(count)]
+
+
+def _batch_count(rows: int, size: int, streams: int) -> int:
+    """Batches of at most ``size`` for ``rows`` rows, rounded up to a multiple of ``streams`` (no
+    more than one row a batch)."""
+    count = -(-rows // size)
+    if streams > 1:
+        count = min(rows, -(-count // streams) * streams)
+    return count
 
 
 def run_streams(jobs: Sequence[Callable[[], T]], streams: int, threads: int) -> list[T]:
