@@ -21,9 +21,11 @@ mkdir -p .ptf/annotation
 # review queue while `ptf annotate push` does.
 $ptf annotate up >.ptf/annotation/demo-up.log 2>&1 &
 up=$!
-if ! $ptf run --seeds demo/seeds --config demo/factory.yaml; then
+status=0
+$ptf run --seeds demo/seeds --config demo/factory.yaml || status=$?
+if [ "$status" -ne 0 ]; then
   wait $up || true
-  exit 1
+  exit "$status" # ptf run's own code (3: the budget stopped it)
 fi
 step "ptf run (the factory)"
 # the pull reads the published version alone: it runs beside the push
