@@ -44,7 +44,7 @@ def dealt_batches(order: Sequence[int], size: int, streams: int) -> list[list[in
     (batch ``k`` takes rows ``k``, ``k + count``, ...): each batch gets its share of every stretch
     of ``order``. For rows sorted by their token budget, every batch then holds its share of
     the long ones, and the batches running side by side end together."""
-    count = _batch_count(len(order), size, streams) if order else 0
+    count = _batch_count(len(order), size, streams)  # 0 for no rows
     return [list(order[k::count]) for k in range(count)]
 
 
