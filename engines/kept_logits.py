@@ -23,7 +23,10 @@ LOGIT_FLOATS = 128 * 1024 * 1024
 # whole head at a few rows streams its weight badly; slices of 1024 rows, each written into the
 # one output, ran SmolLM2's 49k-row head 1.3x (2 rows) to 1.5x (16 rows, 2 threads) and Gemma 3's
 # 262k-row head 1.2x (256 rows, 1 thread) to 1.9x (8 rows, 2 threads) faster. Each logit is the
-# same dot product either way: the values are identical (tests/engines/test_chunked_head.py).
+# same dot product either way: on one thread the values are identical; on two, MKL may cut a
+# matmul between its threads otherwise than its slices and round a logit in its last bit (seen at a
+# 3k-row head; the bundled models' 49k and 262k rows agreed), as another batch size may
+# (tests/engines/test_chunked_head.py).
 HEAD_CHUNK = 1024
 
 
