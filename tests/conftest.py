@@ -19,6 +19,10 @@ PTF = [sys.executable, "-m", "ptfactory"]
 # The bundled models are converted once per machine, not once per test home (a minute or two each);
 # subprocesses (`ptf` runs) inherit it.
 os.environ.setdefault("PTF_MODELS_DIR", str(REPO / ".ptf" / "test-state" / "models"))
+# The CLI's rich consoles fix their width at import when COLUMNS is set (xdist's workers inherit
+# COLUMNS=80): unset, each in-process CLI run takes the COLUMNS the test gives it.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture
@@ -127,6 +131,31 @@ def smollm2() -> Path:
     from tests.models import bundled_model
 
     return bundled_model()
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`-n N --dist loadfile`: a file per worker, a session service's files together, long files
+    first (tests/parallel.py)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests.parallel import UnitScheduling
+
+    return UnitScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker: what it collects, the controller hands out
+        from tests.parallel import check_services, order_longest_first
+
+        check_services(items)
+        order_longest_first(items)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if hasattr(item.config, "workerinput"):
+        from tests.parallel import fail_unlisted
+
+        fail_unlisted(item)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
