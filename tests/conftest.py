@@ -133,6 +133,7 @@ def smollm2() -> Path:
     return bundled_model()
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: `-p no:xdist` still runs the suite
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """`-n N --dist loadfile`: a file per worker, a session service's files together, long files
     first (tests/parallel.py)."""
