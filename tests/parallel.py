@@ -30,9 +30,9 @@ SERVICE_FILES = {
     "tests/storage/test_s3_publish.py": "s3",
 }
 
-# Units measured at over 40 s in one serial `make test` (2-core box, 2026-12-03: 1,473 s of tests in
-# all; set-up, call and tear-down), longest first. The units not named run after these, in collection order: a new
-# long file only lengthens the run's tail until it is added here.
+# Units measured at over 40 s in one serial `make test` (2-core box, 2026-12-03: 1,473 s of tests
+# in all; set-up, call and tear-down), longest first. The units not named run after these, in
+# collection order: a new long file only lengthens the run's tail until it is added here.
 LONG_FIRST: tuple[str, ...] = (
     "labelstudio",  # 209 s
     "tests/scaling/test_ray_cluster.py",  # 140
@@ -50,8 +50,12 @@ LONG_FIRST: tuple[str, ...] = (
 )
 
 
+def file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
 def unit_of(nodeid: str) -> str:
-    path = nodeid.split("::", 1)[0]
+    path = file_of(nodeid)
     return SERVICE_FILES.get(path, path)
 
 
@@ -70,7 +74,7 @@ def check_services(items: list[pytest.Item]) -> None:
     file would start a second copy of the service on the other worker): they fail at set-up, saying
     so (fail_unlisted)."""
     for item in items:
-        path = item.nodeid.split("::", 1)[0]
+        path = file_of(item.nodeid)
         for fixture, unit in SERVICES.items():
             if fixture in getattr(item, "fixturenames", ()) and SERVICE_FILES.get(path) != unit:
                 item.stash[UNLISTED] = (
