@@ -1,5 +1,5 @@
 """Sampled generation on the transformers engine: its decoding loop (ended rows leave the batch)
-and sampler (one uniform draw per row, nucleus by ``topk``), one batch at a time and two batches
+and sampler (``multinomial``'s draws on the batch, nucleus by ``topk``), one batch at a time and two batches
 side by side on one thread each (engines/streams.py), against transformers' ``generate`` with the
 former sampler (a full-vocabulary sort and one ``multinomial`` per row), one batch at a time.
 

@@ -4,8 +4,8 @@ A batch of the transformers engine may hold requests of different settings
 (``Engine.chat_many``): greedy and sampled rows, each sampled row with its own temperature and
 top-p, free rows and rows held to a JSON schema. Per step, the constrained rows' logits are masked
 to what their grammar allows next (llguidance, one matcher per row), then every row picks: the
-greedy ones by argmax, the sampled ones grouped by (temperature, top-p), each row drawing its one
-uniform number from its own seeded generator (:func:`~ptfactory.engines.sampling.draw_tokens`).
+greedy ones by argmax, the sampled ones grouped by (temperature, top-p), each row drawing from its
+own seeded generator (:func:`~ptfactory.engines.sampling.draw_tokens`).
 Every operation is per row, so a row picks the token it would pick in a batch of its own kind.
 
 A row whose matcher refuses a token or errs (it cannot, with the mask applied, but a grammar bug

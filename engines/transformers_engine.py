@@ -57,7 +57,7 @@ __all__ = ["TransformersEngine"]
 
 # Bumped when this engine's outputs change for the same request (e.g. how sampling is seeded),
 # so the cache does not serve the old behaviour's answers.
-REVISION = "4"
+REVISION = "5"
 
 
 def _stops(params: SamplingParams) -> tuple[str, ...]:

@@ -72,3 +72,26 @@ def test_as_a_logits_processor_only_the_drawn_token_is_left() -> None:
     drawn = SeededSampler([1, 2, 3], 0.7, 0.9, "cpu").draw(logits)
     assert masked.argmax(dim=-1).tolist() == drawn.tolist()
     assert torch.isinf(masked).sum(dim=-1).tolist() == [99, 99, 99]
+
+
+@pytest.mark.parametrize(
+    ("vocab", "top_p", "spread"),
+    [(49152, 0.95, 4.0), (3000, 0.9, 0.05), (500, 1.0, 2.0), (500, 0.5, 1.0)],
+)
+def test_a_row_draws_what_torch_multinomial_draws_from_its_generator(
+    vocab: int, top_p: float, spread: float
+) -> None:
+    """The draws of the sampler this engine had before its decoding loop (``multinomial`` on the
+    nucleus, row by row), so a request's sampled text is the one earlier versions drew."""
+    logits = torch.randn(8, vocab, generator=torch.Generator().manual_seed(vocab)) * spread
+    seeds = [101 + row for row in range(8)]
+    sampler = SeededSampler(seeds, 0.8, top_p, "cpu")
+    generators = [torch.Generator().manual_seed(s) for s in seeds]
+    for _ in range(4):
+        probs = torch.softmax(logits / 0.8, dim=-1)
+        if top_p < 1.0:
+            ordered, index = probs.sort(dim=-1, descending=True)
+            ordered = ordered.masked_fill(ordered.cumsum(dim=-1) - ordered > top_p, 0.0)
+            probs = torch.zeros_like(probs).scatter(-1, index, ordered)
+        wanted = [int(torch.multinomial(probs[r], 1, generator=g).item()) for r, g in enumerate(generators)]
+        assert sampler.draw(logits).tolist() == wanted
