@@ -1,7 +1,8 @@
 """Sampled generation on the transformers engine: its decoding loop (ended rows leave the batch)
-and sampler (``multinomial``'s draws on the batch, nucleus by ``topk``), one batch at a time and two batches
-side by side on one thread each (engines/streams.py), against transformers' ``generate`` with the
-former sampler (a full-vocabulary sort and one ``multinomial`` per row), one batch at a time.
+and sampler (``multinomial``'s draws on the batch, nucleus by ``topk``), one batch at a time and
+two batches side by side on one thread each (engines/streams.py), against transformers'
+``generate`` with the former sampler (a full-vocabulary sort and one ``multinomial`` per row), one
+batch at a time.
 
     python bench/decoding.py [--prompts 28] [--n 2] [--max-tokens 256] [--repeats 3] [--threads 2]
                              [--sides former,loop,streams]
