@@ -5,13 +5,14 @@ two batches side by side on one thread each (engines/streams.py), against transf
 batch at a time.
 
     python bench/decoding.py [--prompts 28] [--n 2] [--max-tokens 256] [--repeats 3] [--threads 2]
-                             [--sides former,loop,streams]
+                             [--sides former,loop,streams,dynamic]
 
 The requests: the demo's seed instructions (demo/seeds), each answered ``n`` times at the demo's
 response settings (temperature 0.7, top-p 0.95). Same model (the bundled SmolLM2), same engine
 object, same rows sorted by length, same threads in all (2 streams: 1 each); one batch at a time
 holds 32 requests' rows, as the engine did before streams; 2 streams cut the rows into near-equal
-batches of at most 32 rows. Each side runs every
+batches of at most 32 rows. ``dynamic``: the 2 streams on transformers' ``DynamicCache`` (a
+whole-cache copy every step), the cache before engines/kv_cache.py. Each side runs every
 repeat, interleaved. Prints the median seconds, tokens generated and the ratios.
 """
 
@@ -26,9 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import DynamicCache
 
-from ptfactory.engines import transformers_engine
+from ptfactory.engines import kv_cache, transformers_engine
 from ptfactory.engines.base import SamplingParams
+from ptfactory.engines.kv_cache import GrowingCache
 from ptfactory.engines.transformers_engine import TransformersEngine
 
 SEEDS = Path(__file__).resolve().parent.parent / "demo" / "seeds"
@@ -111,7 +114,8 @@ def main() -> None:
         "--sides",
         default="former,loop,streams",
         help="former: generate + the former sampler; loop: the decoding loop, one batch at a time; "
-        "streams: the loop, two batches side by side (the first named is the baseline)",
+        "streams: the loop, two batches side by side; dynamic: streams on transformers' "
+        "DynamicCache (the first named is the baseline)",
     )
     args = parser.parse_args()
 
@@ -120,19 +124,21 @@ def main() -> None:
     engine = TransformersEngine(model_id="bundled", model_path="bundled", threads=args.threads)
     engine._load()
     ours = engine._tokens
-    # (decoder, streams, batch_size): the engine before streams ran one batch at a time on all
-    # threads, a request's n samples in its batch (32 requests: every row of the default run)
-    everything: dict[str, tuple[Callable[..., list[list[int]]], int, int]] = {
-        "generate + former sampler": (_generate_with(engine, FormerSampler), 1, 32 * args.n),
-        "decoding loop, one batch at a time": (ours, 1, 32 * args.n),
-        "decoding loop, 2 streams": (ours, 2, 32),
+    # (decoder, streams, batch_size, KV cache): the engine before streams ran one batch at a time
+    # on all threads, a request's n samples in its batch (32 requests: every row of the default run)
+    everything: dict[str, tuple[Callable[..., list[list[int]]], int, int, type]] = {
+        "generate + former sampler": (_generate_with(engine, FormerSampler), 1, 32 * args.n, GrowingCache),
+        "decoding loop, one batch at a time": (ours, 1, 32 * args.n, GrowingCache),
+        "decoding loop, 2 streams": (ours, 2, 32, GrowingCache),
+        "decoding loop, 2 streams, DynamicCache": (ours, 2, 32, DynamicCache),
     }
-    keys = dict(zip(("former", "loop", "streams"), everything, strict=True))
+    keys = dict(zip(("former", "loop", "streams", "dynamic"), everything, strict=True))
     sides = {keys[k]: everything[keys[k]] for k in args.sides.split(",")}
     seconds: dict[str, list[float]] = {name: [] for name in sides}
     tokens: dict[str, int] = {}
     for repeat in range(args.repeats):
-        for name, (decode, streams, batch_size) in sides.items():
+        for name, (decode, streams, batch_size, cache) in sides.items():
+            kv_cache.GrowingCache = cache  # type: ignore[misc]  # what decode() builds its cache from
             engine._tokens = decode  # type: ignore[method-assign]
             engine.streams, engine.batch_size = streams, batch_size
             started = time.perf_counter()
@@ -141,6 +147,7 @@ def main() -> None:
             tokens[name] = sum(c.completion_tokens for group in replies for c in group)
             print(f"repeat {repeat + 1} {name}: {seconds[name][-1]:.1f} s, {tokens[name]} tokens", flush=True)
     engine._tokens = ours  # type: ignore[method-assign]
+    kv_cache.GrowingCache = GrowingCache  # type: ignore[misc]
     print(
         f"\n{len(conversations)} prompts x {args.n} samples, max_tokens {args.max_tokens}, "
         f"{args.threads} threads, median of {args.repeats}; {transformers_engine.__name__}"

@@ -4,7 +4,8 @@ transformers' ``generate`` runs every row of a batch until its longest row ends,
 rows padding. The demo's sampled batches (32 rows, up to 256 tokens, most replies far shorter)
 spent over a third of their forward passes on rows that had ended. This loop prefills the batch
 once, then runs each step on the rows still going only, taking the ended rows out of the KV
-cache (``DynamicCache.batch_select_indices``) as they end.
+cache (``batch_select_indices``) as they end. The cache appends each step in place
+(:mod:`ptfactory.engines.kv_cache`), where transformers' ``DynamicCache`` copies it whole.
 
 Positions follow ``generate``'s for left-padded batches (the attention mask's running count), so
 a row's logits are the ones ``generate`` computes for it.
@@ -48,9 +49,9 @@ def decode(
     ``expand``: the prompt (a row of ``input_ids``) of each row, where rows share prompts;
     by default one row per prompt.
     """
-    from transformers import DynamicCache
+    from ptfactory.engines.kv_cache import GrowingCache
 
-    cache = DynamicCache(config=model.config)
+    cache = GrowingCache(config=model.config)
     # transformers 5.24 names the cache argument ``cache``; earlier ones ``past_key_values``
     cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)

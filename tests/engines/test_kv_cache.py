@@ -1,0 +1,100 @@
+"""The decoding loop's in-place KV cache gives the logits transformers' DynamicCache gives, bit for
+bit, on a full-attention model and on one with sliding-window layers (Gemma 3's layout), through
+the buffers' growth and rows leaving the batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+
+from ptfactory.engines import kv_cache
+from ptfactory.engines.decoding import decode
+from ptfactory.engines.kv_cache import ROOM, GrowingCache
+
+
+def _llama() -> Any:
+    config = LlamaConfig(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def _gemma3() -> Any:
+    config = Gemma3TextConfig(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=16,  # far shorter than the run: the window slides
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    )
+    return Gemma3ForCausalLM(config).eval()
+
+
+def _run(
+    model: Any, cache: type, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[torch.Tensor], list[list[int]]]:
+    """decode() on a left-padded batch of 4, rows 1 and 3 stopped early, recording every logit."""
+    torch.manual_seed(0)
+    ids = torch.randint(3, 300, (4, 12))
+    mask = torch.ones_like(ids)
+    mask[1, :5] = mask[3, :2] = 0  # left padding
+    seen: list[torch.Tensor] = []
+
+    def pick(logits: torch.Tensor) -> torch.Tensor:
+        seen.append(logits.clone())
+        return logits.argmax(dim=-1)
+
+    lengths = {1: 20, 3: ROOM + 10}  # row 1 leaves before the buffers grow, row 3 after
+    monkeypatch.setattr(kv_cache, "GrowingCache", cache)
+    with torch.inference_mode():
+        out = decode(
+            model,
+            ids,
+            mask,
+            max_new_tokens=2 * ROOM + 20,  # past two rounds of growth
+            pick=pick,
+            eos=set(),
+            stopped=lambda row, tokens: len(tokens) >= lengths.get(row, 10**6),
+        )
+    return seen, out
+
+
+@pytest.mark.parametrize("build", [_llama, _gemma3], ids=["llama", "gemma3-sliding"])
+def test_logits_equal_dynamic_caches_bit_for_bit(build: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(1)
+    model = build()
+    ours, our_tokens = _run(model, GrowingCache, monkeypatch)
+    theirs, their_tokens = _run(model, DynamicCache, monkeypatch)
+    assert our_tokens == their_tokens
+    assert [len(t) for t in our_tokens] == [2 * ROOM + 20, 20, 2 * ROOM + 20, ROOM + 10]
+    assert len(ours) == len(theirs)
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
+
+
+def test_full_attention_layers_append_in_place_and_sliding_ones_stay_transformers() -> None:
+    torch.manual_seed(1)
+    model = _gemma3()
+    cache = GrowingCache(config=model.config)
+    kinds = [type(layer).__name__ for layer in cache.layers]
+    assert kinds == ["DynamicSlidingWindowLayer", "_GrowingLayer"] * 2
+    with torch.inference_mode():
+        model(input_ids=torch.randint(3, 300, (2, 5)), use_cache=True, cache=cache)
+        full = cache.layers[1]
+        buffer = full._keys  # type: ignore[attr-defined]
+        for _ in range(3):
+            model(input_ids=torch.randint(3, 300, (2, 1)), use_cache=True, cache=cache)
+    assert full._keys is buffer  # type: ignore[attr-defined]  # written into, not reallocated
+    assert full.keys.shape[-2] == cache.get_seq_length() == 8
+    assert full.keys.data_ptr() == buffer.data_ptr()  # attention reads a view of the buffer
