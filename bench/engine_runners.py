@@ -76,6 +76,7 @@ ROWS: list[tuple[str, str]] = [
     ("What is the largest ocean?", "The Pacific Ocean."),
     ("Why do we need sleep?", "Sleep lets the body recover and the brain store memories."),
 ]
+FILED = "transformers-6e24bcb"  # the embedded engine issue 15's goal is measured against
 _PARAMS = 134_515_008  # SmolLM2-135M, tied embeddings counted once (the lm_head reads them each token)
 
 
@@ -304,6 +305,10 @@ class LlamaCppRunner:
 
 
 def build_runner(name: str, threads: int) -> Any:
+    if name == FILED:
+        from bench.filed_engine import FiledEngineRunner
+
+        return FiledEngineRunner(name, threads)
     if name == "onnxruntime-genai":
         return OrtGenaiRunner(name, threads)
     if name == "llama-cpp":

