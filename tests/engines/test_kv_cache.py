@@ -98,3 +98,36 @@ def test_full_attention_layers_append_in_place_and_sliding_ones_stay_transformer
     assert full._keys is buffer  # type: ignore[attr-defined]  # written into, not reallocated
     assert full.keys.shape[-2] == cache.get_seq_length() == 8
     assert full.keys.data_ptr() == buffer.data_ptr()  # attention reads a view of the buffer
+
+
+def test_every_cache_edit_leaves_the_layer_as_transformers_would() -> None:
+    """update, rows leaving, cropping, repeating and reordering rows, in turn, on both layers."""
+    from transformers.cache_utils import DynamicLayer
+
+    ours, theirs = GrowingCache().layer_class_to_replicate(), DynamicLayer()
+    torch.manual_seed(0)
+
+    def step(tokens: int, rows: int) -> None:
+        keys, values = torch.randn(rows, 2, tokens, 4), torch.randn(rows, 2, tokens, 4)
+        for layer in (ours, theirs):
+            out = layer.update(keys, values)
+        assert torch.equal(out[0], ours.keys) and torch.equal(out[1], ours.values)
+        assert torch.equal(ours.keys, theirs.keys) and torch.equal(ours.values, theirs.values)
+
+    step(5, 3)
+    for _ in range(ROOM + 3):  # past the first buffer's room
+        step(1, 3)
+    for edit in (
+        lambda layer: layer.batch_select_indices(torch.tensor([0, 2])),
+        lambda layer: layer.crop(-4),
+        lambda layer: layer.batch_repeat_interleave(2),
+        lambda layer: layer.reorder_cache(torch.tensor([3, 2, 1, 0])),
+    ):
+        edit(ours)
+        edit(theirs)
+        assert ours.get_seq_length() == theirs.get_seq_length()
+        step(1, 2 if ours.keys.shape[0] == 2 else 4)
+    ours.crop(-ours.get_seq_length())
+    theirs.crop(-theirs.get_seq_length())
+    assert ours.get_seq_length() == theirs.get_seq_length() == 0
+    step(2, 4)
