@@ -1,14 +1,18 @@
-"""The transformers engine's scoring with the vocabulary head on the read positions only, against
-the same engine computing every position's logits (what it did before), on the same rows.
+"""The transformers engine's scoring with the vocabulary head on the read positions only, a slice
+of the vocabulary at a time, against the same engine holding the read positions' whole logits
+(what it did before engines/kept_logits.py's slices) and computing every position's logits (what
+it did before that), on the same rows.
 
     python bench/head_scoring.py [--model bundled:gemma3-270m] [--repeats 3] [--threads 2]
 
 ``score``: 16 (question, answer) pairs, answers of 60-285 tokens (the likelihood judges' and
 IFD's request); ``choice_logprobs``: 8 pairwise prompts of 310-460 tokens and the letters " A" /
-" B" (the pairwise and probability judges'). Same engine object, same batches, same threads;
-the baseline is the engine with ``logits_to_keep`` taken out of every forward call, so each
-position's logits are computed and the read ones picked (the values agree: see
-tests/engines/test_transformers_engine.py). Prints the median seconds of each side and the ratio.
+" B" (the pairwise and probability judges'; the last position only, so no slices). Same engine
+object, same batches, same threads; the whole-logits sides have the slices turned off, the
+every-position side also ``logits_to_keep`` taken out of every forward call, so each position's
+logits are computed and the read ones picked (the values agree: see
+tests/engines/test_transformers_engine.py and tests/engines/test_sliced_head.py). Prints the
+median seconds of each side and the ratios.
 """
 
 from __future__ import annotations
@@ -69,7 +73,9 @@ def main() -> None:
     def choose() -> None:
         engine._choice_logprobs(pairs, [" A", " B"])
 
-    after = (_median(score, args.repeats), _median(choose, args.repeats))
+    sliced = (_median(score, args.repeats), _median(choose, args.repeats))
+    model._ptf_sliced_head = False  # kept_logits.sliced_head_fits' answer: the whole-logits path
+    read = (_median(score, args.repeats), _median(choose, args.repeats))
     forward = model.forward
 
     def every_position(*a: Any, **kw: Any) -> Any:
@@ -80,14 +86,18 @@ def main() -> None:
     masked = kept_logits.masked_head
     kept_logits.masked_head = lambda: False  # type: ignore[assignment]  # every position, then pick
     try:
-        before = (_median(score, args.repeats), _median(choose, args.repeats))
+        every = (_median(score, args.repeats), _median(choose, args.repeats))
     finally:
         kept_logits.masked_head = masked
         model.forward = forward
+        del model._ptf_sliced_head
     print(f"{args.model}, {args.threads} threads, median of {args.repeats}")
-    print(f"{'request':<34}{'every position s':>18}{'read positions s':>18}{'ratio':>8}")
-    for name, b, a in zip(("score (16 answers)", "choice_logprobs (8 pairwise)"), before, after, strict=True):
-        print(f"{name:<34}{b:>18.2f}{a:>18.2f}{b / a:>7.2f}x")
+    print("| request | every position s | read positions, whole logits s | read positions, sliced s |")
+    print("|---|---|---|---|")
+    names = ("score (16 answers)", "choice_logprobs (8 pairwise)")
+    for name, e, r, s in zip(names, every, read, sliced, strict=True):
+        print(f"| {name} | {e:.2f} | {r:.2f} | {s:.2f} |")
+        print(f"{name}: read/every {e / r:.2f}x, sliced/whole logits {r / s:.2f}x, sliced/every {e / s:.2f}x")
 
 
 if __name__ == "__main__":

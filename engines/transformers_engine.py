@@ -43,7 +43,14 @@ from ptfactory.engines.base import (
     tool_call_messages,
 )
 from ptfactory.engines.bundled import resolve_model_path
-from ptfactory.engines.kept_logits import LOGIT_FLOATS, chunk_head, kept_logits, score_batches, vocab_width
+from ptfactory.engines.kept_logits import (
+    LOGIT_FLOATS,
+    chunk_head,
+    kept_logprobs,
+    score_batches,
+    sliced_head_fits,
+    vocab_width,
+)
 from ptfactory.engines.scoring import score_token_ids
 from ptfactory.engines.streams import auto_streams, balanced_batches, dealt_batches, run_streams
 from ptfactory.engines.weights import local_folder
@@ -352,13 +359,12 @@ class TransformersEngine(Engine):
                 keep[row, len(context) - 1 : len(context) + len(cont_ids) - 1] = True
             targets = torch.tensor([t for i in batch for t in pairs[i][1]], device=self.device)
             with torch.inference_mode():
-                logits = kept_logits(
-                    model, input_ids.to(self.device), mask.to(self.device), keep.to(self.device)
-                )
-                # log-softmax at the target alone: no second vocabulary-wide tensor
-                logits = logits.float()
-                return (logits.gather(1, targets[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)).tolist()  # type: ignore[no-any-return]
+                device = self.device
+                return kept_logprobs(  # type: ignore[no-any-return]
+                    model, input_ids.to(device), mask.to(device), keep.to(device), targets
+                ).tolist()
 
+        sliced_head_fits(model)  # its probe once, here, before the streams' threads ask
         streams = self._streams()
         kept = [len(pairs[i][1]) for i in range(len(pairs))]
         # the logits budget is shared by the batches running at once
