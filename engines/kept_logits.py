@@ -109,7 +109,8 @@ def masked_head() -> bool:
 
 
 def kept_logprobs(model: Any, input_ids: Any, mask: Any, keep: Any, targets: Any) -> Any:
-    """The log-probability of ``targets`` (one a kept position, row-major order of ``keep``).
+    """The log-probability of each of ``targets`` (one per kept position, in the row-major order
+    of ``keep``) at its position.
 
     A slice of the vocabulary at a time (:func:`head_logprobs`) on the decoder's hidden states,
     where that gives the model's own values (:func:`sliced_head_fits`); otherwise from the kept
