@@ -1,9 +1,11 @@
-"""Models for tests: a tiny random Llama built in a second, and the bundled SmolLM2, converted once."""
+"""Models for tests: a tiny random Llama built in a second (a folder with a tokenizer), small random
+causal LMs of other families in memory, and the bundled SmolLM2, converted once."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 # Shared across test runs (gitignored): converting the bundled GGUF takes ~1 min, once.
@@ -73,3 +75,28 @@ def bundled_model() -> Path:
     from ptfactory.engines.bundled import bundled_model_dir
 
     return bundled_model_dir(TEST_STATE)
+
+
+_RANDOM_KINDS = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
+    "granite": ("GraniteConfig", "GraniteForCausalLM"),  # its forward scales the head's logits
+}
+
+
+def random_causal_lm(kind: str, vocab_size: int, **overrides: Any) -> Any:
+    """A small random-weight causal LM (``llama``, ``gemma3`` or ``granite``) in eval mode, for
+    tests of what a forward pass does, not what trained weights say; ``overrides`` go to its config."""
+    import transformers
+
+    config_name, model_name = _RANDOM_KINDS[kind]
+    settings = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        **overrides,
+    }
+    config = getattr(transformers, config_name)(vocab_size=vocab_size, **settings)
+    return getattr(transformers, model_name)(config).eval()

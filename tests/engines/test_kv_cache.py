@@ -8,38 +8,28 @@ from typing import Any
 
 import pytest
 import torch
-from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+from transformers import DynamicCache
 
 from ptfactory.engines import kv_cache
 from ptfactory.engines.decoding import decode
 from ptfactory.engines.kv_cache import ROOM, GrowingCache
+from tests.models import random_causal_lm
 
 
 def _llama() -> Any:
-    config = LlamaConfig(
-        vocab_size=300,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    )
-    return LlamaForCausalLM(config).eval()
+    return random_causal_lm("llama", 300)
 
 
 def _gemma3() -> Any:
-    config = Gemma3TextConfig(
-        vocab_size=300,
-        hidden_size=64,
-        intermediate_size=128,
+    return random_causal_lm(
+        "gemma3",
+        300,
         num_hidden_layers=4,
-        num_attention_heads=4,
         num_key_value_heads=1,
         head_dim=16,
         sliding_window=16,  # far shorter than the run: the window slides
         layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
     )
-    return Gemma3ForCausalLM(config).eval()
 
 
 def _run(

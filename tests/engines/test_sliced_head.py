@@ -9,16 +9,9 @@ from typing import Any
 
 import pytest
 import torch
-from transformers import (
-    Gemma3ForCausalLM,
-    Gemma3TextConfig,
-    GraniteConfig,
-    GraniteForCausalLM,
-    LlamaConfig,
-    LlamaForCausalLM,
-)
 
 from ptfactory.engines.kept_logits import HEAD_CHUNK, head_logprobs, kept_logprobs, sliced_head_fits
+from tests.models import random_causal_lm
 
 VOCAB = 3 * HEAD_CHUNK + 77  # several slices, the last one short
 
@@ -44,52 +37,19 @@ def test_sliced_log_probabilities_equal_the_whole_heads(cap: float | None, bias:
     assert torch.allclose(got, want, atol=1e-5, rtol=0)
 
 
-def _llama() -> Any:
-    return LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=VOCAB,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-        )
-    )
-
-
-def _gemma3() -> Any:
-    return Gemma3ForCausalLM(
-        Gemma3TextConfig(
-            vocab_size=VOCAB,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            head_dim=16,
-            final_logit_softcapping=30.0,
-        )
-    )
-
-
-def _granite() -> Any:  # its forward divides the head's logits by a scale
-    return GraniteForCausalLM(
-        GraniteConfig(
-            vocab_size=VOCAB,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            logits_scaling=4.0,
-        )
-    )
-
-
-@pytest.mark.parametrize(("build", "sliced"), [(_llama, True), (_gemma3, True), (_granite, False)])
-def test_scoring_gives_the_models_own_values_on_either_path(build: Any, sliced: bool) -> None:
+@pytest.mark.parametrize(
+    ("kind", "config", "sliced"),
+    [
+        ("llama", {}, True),
+        ("gemma3", {"num_key_value_heads": 1, "head_dim": 16, "final_logit_softcapping": 30.0}, True),
+        ("granite", {"logits_scaling": 4.0}, False),  # its forward divides the head's logits
+    ],
+)
+def test_scoring_gives_the_models_own_values_on_either_path(
+    kind: str, config: dict[str, Any], sliced: bool
+) -> None:
     torch.manual_seed(1)
-    model = build().eval()
+    model = random_causal_lm(kind, VOCAB, **config)
     assert sliced_head_fits(model) is sliced
     ids = torch.randint(3, VOCAB, (3, 12))
     mask = torch.ones_like(ids)
