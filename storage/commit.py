@@ -164,9 +164,12 @@ def publish_to_object_store(datasets: DatasetStore, request: Request) -> Publish
     ops = object_ops(datasets.store, datasets.state_dir)
     layout = Layout(datasets.store, request.name)
     latest = _latest_committed(layout)
+    # One attempt id for the whole publish: the claim names it, and a change that rebases keeps
+    # its claim (see below), so the claim and the staging it commits must agree across tries.
+    attempt = uuid.uuid4().hex
+    staging = layout.staging(attempt)
+    held: int | None = None  # the version number this publish has claimed, once it has
     for _ in range(_MAX_REBASES):
-        attempt = uuid.uuid4().hex
-        staging = layout.staging(attempt)
         parent = datasets.manifest(request.name, latest) if latest is not None else None
         try:
             staged = request.stage(
@@ -183,22 +186,29 @@ def publish_to_object_store(datasets: DatasetStore, request: Request) -> Publish
                 and same_as(parent, staged.shards, request.config_hash)
             ):
                 ops.delete_prefix(staging)
+                if held is not None:
+                    ops.delete([layout.claim(held)])
                 return PublishResult(parent, layout.version(parent.version), created=False)
-            number = max(layout.taken(ops), default=0) + 1
+            number = held if held is not None else max(layout.taken(ops), default=0) + 1
             checks = audit_staged(request, datasets.store, staging, version=number, staged=staged)
             seam("staged")
-            number = _claim(ops, layout, number, attempt)
+            if held is None:
+                number = held = _claim(ops, layout, number, attempt)
             if staged.delta is not None:
-                # a change is over its base: if a version committed in between, it must go on top of it
+                # A change is over its base: if a version committed in between, it must go on top
+                # of it. It keeps its claim while it stages again: once nothing below the claim is
+                # still being copied, nothing new can land below it (claims only go up), and a
+                # claim given back would leave a hole in the numbers when another publish has
+                # claimed the next one meanwhile.
                 settled = _settled_below(ops, layout, number)
                 if settled != latest:
-                    claim = layout.claim(number)
-                    _quietly(functools.partial(ops.delete, [claim]))
                     ops.delete_prefix(staging)
                     latest = settled
                     continue
         except BaseException:
             _quietly(functools.partial(ops.delete_prefix, staging))
+            if held is not None:
+                _quietly(functools.partial(ops.delete, [layout.claim(held)]))
             raise
         return _finish(
             datasets,
@@ -210,6 +220,7 @@ def publish_to_object_store(datasets: DatasetStore, request: Request) -> Publish
             staged=staged,
             checks=checks,
         )
+    _quietly(functools.partial(ops.delete, [layout.claim(held)] if held is not None else []))
     raise PublishError(
         f"{request.name}: other versions kept committing while this change was staged "
         f"({_MAX_REBASES} tries); publish it again"

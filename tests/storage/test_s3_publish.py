@@ -253,6 +253,50 @@ def test_two_changes_racing_over_one_version_both_land(s3_home: str, tmp_path: P
     assert not keys(s3_home, "datasets/race/.staging")
 
 
+def _delta_child(home: str, state: str, seam: str, start: int) -> None:
+    os.chdir(state)
+    os.environ[SEAM_ENV] = seam
+    from ptfactory.storage.versions import DatasetStore
+    from tests.conftest import make_rows
+
+    DatasetStore(home).publish_delta(
+        "hole", make_rows(2, batch="d", start=start), kind="sft", config_hash="c", shard_rows=3
+    )
+
+
+def test_changes_that_rebase_keep_their_claims_so_the_numbers_have_no_hole(
+    s3_home: str, tmp_path: Path
+) -> None:
+    """A change whose base moved stages again on top of the new one. It keeps its claim while it
+    does: had it given the claim back, the next change, already holding the number above, would
+    commit there and leave a hole (v3 missing; CI met this as a race in the test above)."""
+    store = DatasetStore()
+    store.publish("hole", make_rows(6, batch="base"), kind="sft", config_hash="c", shard_rows=3)
+    claims = "datasets/hole/.claims/"
+    seam_dir = tmp_path / "seam"
+    children = []
+    # v2 stalls mid-copy; v3 and v4 are changes over v1 that claim while v2 is still pending
+    for tag, (seam, claim) in enumerate(((_seam("copied:1", seam_dir), 2), ("", 3), ("", 4))):
+        state = tmp_path / f"child-{tag}"
+        state.mkdir()
+        child = _SPAWN.Process(target=_delta_child, args=(s3_home, str(state), seam, 10_000 + tag * 10))
+        child.start()
+        children.append(child)
+        _wait_for(lambda c=claim: f"{claims}v{c}.json" in keys(s3_home, claims), f"claim v{claim}", child)
+    (seam_dir / "release").touch()
+    for child in children:
+        child.join(_WAIT_S)
+        assert child.exitcode == 0
+    committed = _assert_committed_versions_whole(s3_home, "hole")
+    assert sorted(committed) == [1, 2, 3, 4]
+    for version in (2, 3, 4):
+        manifest, ids = committed[version]
+        assert manifest.parent == version - 1 and (manifest.rows_added, manifest.rows_removed) == (2, 0)
+        assert ids > committed[version - 1][1]
+    assert len(committed[4][1]) == 6 + 3 * 2
+    assert not keys(s3_home, "datasets/hole/.staging")
+
+
 def _publish_child(home: str, state: str, seam: str, tag: int) -> None:
     os.chdir(state)
     os.environ["PTF_HOME"] = home
