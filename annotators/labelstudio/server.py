@@ -318,7 +318,7 @@ class LabelStudioServer:
     def status(self) -> dict[str, Any]:
         state = self.state()
         creds = self.credentials()
-        answering = self.answers(creds, timeout=2.0) if state else False
+        answering = self.answers(creds, timeout=5.0) if state else False  # a loaded box answers slowly
         version = None
         if answering:
             try:

@@ -33,7 +33,7 @@ def _code_row(answer: str) -> dict[str, Any]:
 @pytest.mark.integration
 def test_execution_judge_grades_rows_run_in_the_sandbox() -> None:
     answers = ["    return x + 1\n", "    return x + 1 if x < 3 else 0\n", "    while True:\n        pass\n"]
-    with DockerSandbox(Limits(timeout_s=2), workers=2) as sandbox:
+    with DockerSandbox(Limits(timeout_s=5), workers=2) as sandbox:
         table, _ = validate_samples(from_records([_code_row(a) for a in answers]), sandbox)
     votes = ExecutionJudge("execution").judge(table.to_pylist())
     assert [(v.score, v.verdict) for v in votes] == [(10.0, "accept"), (7.0, "reject"), (1.0, "reject")]

@@ -112,7 +112,7 @@ def test_code_reasons_through_the_real_sandbox() -> None:
         },
     )
     config = DifficultyConfig(methods={"code": "pass_rate"}, k=4, max_pass_rate=0.75)
-    with DockerSandbox(Limits(timeout_s=2), workers=2) as sandbox:
+    with DockerSandbox(Limits(timeout_s=5), workers=2) as sandbox:
         executed, _ = validate_samples(from_records(rows), sandbox)
         table, stats = score_difficulty(executed, student, sandbox, config)
     validate_table(table)

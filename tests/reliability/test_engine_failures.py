@@ -37,7 +37,7 @@ class _Server(BaseHTTPRequestHandler):
             self.wfile.write(b"upstream exploded")
             return
         if "slow" in prompt:
-            time.sleep(2.0)
+            time.sleep(4.0)
         reply = {
             "choices": [{"message": {"content": f"answer to {prompt}"}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 5, "completion_tokens": 3},
@@ -84,7 +84,7 @@ def _instructions(prompts: list[str]) -> pa.Table:
 def test_failing_requests_are_retried_then_recorded_per_sample(server: str) -> None:
     prompts = ["Say hi.", "poison: fail me", "Name a color.", "slow: time out", "Count to three."]
     table = _instructions(prompts)
-    engine = OpenAIEngine(model_id="m", base_url=server, backoff_s=0.01, max_retries=2, timeout_s=0.5)
+    engine = OpenAIEngine(model_id="m", base_url=server, backoff_s=0.01, max_retries=2, timeout_s=1.5)
     rows, _ = generate_responses(table, table, engine, SamplingConfig(n=1, max_tokens=8))
 
     by_prompt = {r["messages"][0]["content"]: r for r in rows.to_pylist()}
