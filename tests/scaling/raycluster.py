@@ -98,15 +98,49 @@ class RayCluster:
         import ray
 
         self.dead |= {n["NodeID"] for n in ray.nodes() if "worker" in n["Resources"]}
-        with contextlib.suppress(ProcessLookupError):  # the group: `ray start` may be gone, its raylet not
-            os.killpg(self.worker.pid, signal.SIGKILL)
-        self.worker.wait()
+        _kill_node(self.worker)
 
     def stop(self) -> None:
         for process in (self.worker, self.head):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            _kill_node(process)
+
+
+def _kill_node(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a node's process group, and its task processes by descent: Ray's workers leave the
+    group (an actor's worker was seen outside it), and one left alive would finish its running task
+    after its node died, which no machine's death allows (the validation kill test then found
+    nothing resent)."""
+    escaped = [p for p in _descendants(process.pid) if _group(p) != process.pid]
+    with contextlib.suppress(ProcessLookupError):  # the group: `ray start` may be gone, its raylet not
+        os.killpg(process.pid, signal.SIGKILL)
+    for pid in escaped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    process.wait()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every living process descended from ``pid`` (from /proc: parents do not change groups)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                # the fields after the command's closing parenthesis: state, ppid, pgrp, ...
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
 
 
 def _start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
