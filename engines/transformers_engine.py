@@ -8,17 +8,17 @@
   temperatures, schemas, tools) share batches: each row picks and ends by its own
   (:mod:`~ptfactory.engines.row_picker`); rows of different budgets are dealt out over the
   batches.
-- On a CPU, batches (generation and scoring alike) run two side by side, each on half the threads
-  (:mod:`~ptfactory.engines.streams`): a few-row step leaves a second core idle. Tokenizing and
-  detokenizing stay on the calling thread (a fast tokenizer set to pad cannot be shared).
+- On a CPU, float32 layers whose weights are bfloat16 values read a packed bfloat16 copy at a few
+  rows (:mod:`~ptfactory.engines.packed_linear`: half the bytes a decoding step streams), and
+  batches run one at a time on every thread. Without packing, batches run two side by side, each
+  on half the threads (:mod:`~ptfactory.engines.streams`): a few-row step leaves a core idle.
 - Constrained JSON (``supports_json_schema``): ``params.json_schema`` masks every token the
   schema does not allow (llguidance, a matcher per row), so a reply that finishes
   (``finish_reason`` ``stop``) parses and validates; one cut by ``max_tokens`` says ``length``.
   Stop strings are not applied to constrained replies (the grammar decides where the JSON ends).
 - Scoring: batches of (prompt, continuation) padded on the right (causal attention: the padding
   after a row changes none of its logits), sorted by length; the vocabulary head runs on the
-  continuation's positions only (on Gemma 3's 262k-token vocabulary it is most of the work), and
-  on the last position alone for ``choice_logprobs``.
+  continuation's positions only, and on the last position alone for ``choice_logprobs``.
 
 A model without a chat template (a base model) can score string prompts but not chat.
 """
@@ -51,6 +51,7 @@ from ptfactory.engines.kept_logits import (
     sliced_head_fits,
     vocab_width,
 )
+from ptfactory.engines.packed_linear import pack_linears, wants_packing
 from ptfactory.engines.scoring import score_token_ids
 from ptfactory.engines.streams import auto_streams, balanced_batches, dealt_batches, run_streams
 from ptfactory.engines.weights import local_folder
@@ -74,9 +75,7 @@ def _stops(params: SamplingParams) -> tuple[str, ...]:
 
 def _ids(value: int | list[int] | None) -> list[int]:
     """A generation config's ``eos_token_id``: one id, a list of them, or none."""
-    if value is None:
-        return []
-    return [value] if isinstance(value, int) else list(value)
+    return [] if value is None else [value] if isinstance(value, int) else list(value)
 
 
 @dataclass
@@ -88,6 +87,7 @@ class TransformersEngine(Engine):
     dtype: str = "auto"  # float32 on CPU (faster than bf16 on AVX2), bfloat16 on GPU
     threads: int | None = None
     streams: int | None = None  # batches run side by side on the CPU (None: engines/streams.py)
+    packed_weights: bool | None = None  # None: on for float32 on an AVX-512 CPU (packed_linear.py)
 
     backend = "transformers"
     supports_json_schema = True
@@ -96,9 +96,8 @@ class TransformersEngine(Engine):
     _grammars: Any = field(default=None, init=False, repr=False)
 
     def _dtype(self) -> str:
-        if self.dtype != "auto":
-            return self.dtype
-        return "float32" if self.device == "cpu" else "bfloat16"
+        auto = "float32" if self.device == "cpu" else "bfloat16"
+        return auto if self.dtype == "auto" else self.dtype
 
     def quantization(self) -> str:
         return self._dtype()
@@ -106,9 +105,13 @@ class TransformersEngine(Engine):
     def weights_folder(self) -> Path | None:
         return local_folder(self.model_path)
 
+    def _packs(self) -> bool:
+        return wants_packing(self.device, self._dtype(), self.packed_weights)
+
     def engine_version(self) -> str:
         versions = (importlib.metadata.version(p) for p in ("transformers", "torch"))
-        return f"r{REVISION} transformers={next(versions)} torch={next(versions)}"
+        packed = " packed=bf16" if self._packs() else ""  # the same values, summed in another order
+        return f"r{REVISION} transformers={next(versions)} torch={next(versions)}{packed}"
 
     def _load(self) -> tuple[Any, Any]:
         if self._model is None:
@@ -135,6 +138,8 @@ class TransformersEngine(Engine):
             self._model = model.to(self.device).eval()
             if self.device == "cpu":
                 chunk_head(self._model)  # the same logits, faster (engines/kept_logits.py)
+            if self._packs():
+                pack_linears(self._model)
             self._tokenizer = tokenizer
         return self._model, self._tokenizer
 
@@ -143,8 +148,10 @@ class TransformersEngine(Engine):
 
         return self.threads or torch.get_num_threads()
 
-    def _streams(self) -> int:
-        return self.streams or auto_streams(self.device, self._threads())
+    def _streams(self, decoding: bool = False) -> int:
+        # a packed decoding step is bound by streaming its weights: two batches would read them twice
+        alone = decoding and self._packs()
+        return self.streams or (1 if alone else auto_streams(self.device, self._threads()))
 
     def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
         return self._chat_many(conversations, [params] * len(conversations))
@@ -183,7 +190,7 @@ class TransformersEngine(Engine):
         # a batch decodes until its longest budget: rows of different budgets are dealt out over
         # the batches, so the streams end together
         cut = balanced_batches if len({params[i].max_tokens for i, _ in rows}) <= 1 else dealt_batches
-        batches = cut(order, self.batch_size, self._streams())
+        batches = cut(order, self.batch_size, self._streams(decoding=True))
         if self._grammars is None and any(p.json_schema is not None for p in params):
             from ptfactory.engines.constrained import GrammarCache
 
@@ -208,7 +215,7 @@ class TransformersEngine(Engine):
             )
             for b, batch, expand in zip(batches, encoded, expands, strict=True)
         ]
-        generated = run_streams(jobs, self._streams(), self._threads())
+        generated = run_streams(jobs, self._streams(decoding=True), self._threads())
         results: list[list[Completion]] = [[] for _ in conversations]
         for b, batch, expand, tokens in zip(batches, encoded, expands, generated, strict=True):
             prompt_lengths = batch["attention_mask"].sum(dim=1).tolist()

@@ -10,6 +10,7 @@ from ptfactory.engines.base import SamplingParams
 from ptfactory.engines.cache import ResponseCache
 from ptfactory.engines.ct2_engine import CTranslate2Engine
 from ptfactory.engines.ct2_models import ct2_model_dir
+from ptfactory.engines.packed_linear import wants_packing
 from ptfactory.engines.spec import EngineSpec, build_engine, resolved_backend
 from ptfactory.engines.transformers_engine import TransformersEngine
 from ptfactory.errors import EngineError
@@ -103,7 +104,13 @@ def test_cache_key_names_the_backend_and_compute_type(tiny_model: Path, tmp_path
 
 
 def test_auto_backend_picks_ctranslate2_where_it_runs_the_model(tiny_model: Path, tmp_path: Path) -> None:
-    assert resolved_backend(EngineSpec()) == "ctranslate2"  # the bundled SmolLM2
+    # where float32 layers read packed bfloat16 weights (an AVX-512 CPU), transformers is faster
+    packs = wants_packing("cpu", "float32")
+    bundled = "transformers" if packs else "ctranslate2"
+    assert resolved_backend(EngineSpec()) == bundled  # the bundled SmolLM2
+    assert resolved_backend(EngineSpec(packed_weights=False)) == "ctranslate2"
+    assert resolved_backend(EngineSpec(dtype="int8")) == "ctranslate2"
+    assert resolved_backend(EngineSpec(packed_weights=True)) == "transformers"
     assert resolved_backend(EngineSpec(model="bundled:gemma3-270m")) == "transformers"
     assert resolved_backend(EngineSpec(model=str(tiny_model))) == "ctranslate2"
     assert resolved_backend(EngineSpec(model=str(tiny_model), backend="transformers")) == "transformers"

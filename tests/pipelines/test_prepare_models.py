@@ -20,7 +20,8 @@ def test_prepare_converts_the_configs_bundled_models_once(
     models = Path(os.environ["PTF_MODELS_DIR"])
     config = tmp_path / "factory.yaml"
     config.write_text(
-        "engines:\n  student: {backend: transformers, model: bundled}\n"
+        # packed_weights off: auto is then ctranslate2 on any CPU (on AVX-512, packed transformers)
+        "engines:\n  generator: {packed_weights: false}\n  student: {backend: transformers, model: bundled}\n"
         "judges:\n  - {name: far, type: llm, engine: {backend: openai, model: m, base_url: 'http://127.0.0.1:9'}}\n"
         "  - {name: self, type: llm}\n"
     )
