@@ -194,12 +194,11 @@ def publish_to_object_store(datasets: DatasetStore, request: Request) -> Publish
             seam("staged")
             if held is None:
                 number = held = _claim(ops, layout, number, attempt)
-            if staged.delta is not None:
-                # A change is over its base: if a version committed in between, it must go on top
-                # of it. It keeps its claim while it stages again: once nothing below the claim is
-                # still being copied, nothing new can land below it (claims only go up), and a
-                # claim given back would leave a hole in the numbers when another publish has
-                # claimed the next one meanwhile.
+            if request.over_base:
+                # A change (staged as a delta, or in full where it changes the layout) is over its
+                # base: a version committed in between must go under it. It keeps its claim while
+                # it stages again: once nothing below the claim is still being copied, nothing new
+                # lands below it (claims only go up); a claim given back would leave a hole.
                 settled = _settled_below(ops, layout, number)
                 if settled != latest:
                     ops.delete_prefix(staging)

@@ -117,6 +117,10 @@ class DeltaRequest:
         )
 
     @property
+    def over_base(self) -> bool:
+        return True  # staged as a delta or, where the layout changes, in full: over its base either way
+
+    @property
     def touching(self) -> pa.Array:
         """Every id the change concerns: upserted or removed."""
         parts = [t.column("sample_id").combine_chunks() for t in self.upserts.values()]

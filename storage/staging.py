@@ -70,6 +70,10 @@ class Request(Protocol):
     def audit(self) -> Audit | None: ...
     @property
     def retraction(self) -> dict[str, Any] | None: ...
+    @property
+    def over_base(self) -> bool:
+        """Whether the rows depend on the version staged on (a change), so it must be the newest."""
+        ...
 
     def stage(
         self,
@@ -159,6 +163,10 @@ class PublishRequest:
     @property
     def single(self) -> bool:
         return list(self.prepared) == ["train"]
+
+    @property
+    def over_base(self) -> bool:
+        return False  # every row is in hand: the table is the version, whatever came before
 
     def stage(
         self,

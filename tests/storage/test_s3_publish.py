@@ -25,6 +25,7 @@ import yaml
 from ptfactory.errors import PublishError
 from ptfactory.storage.audit import Audit, AuditFailed, CheckResult, Staged
 from ptfactory.storage.commit import SEAM_ENV
+from ptfactory.storage.delta import DeltaRequest
 from ptfactory.storage.fs import parquet_from_bytes
 from ptfactory.storage.gc import collect_garbage, parse_grace
 from ptfactory.storage.manifest import Manifest
@@ -253,15 +254,64 @@ def test_two_changes_racing_over_one_version_both_land(s3_home: str, tmp_path: P
     assert not keys(s3_home, "datasets/race/.staging")
 
 
-def _delta_child(home: str, state: str, seam: str, start: int) -> None:
+def _delta_child(home: str, state: str, seam: str, start: int, change: tuple[str, int] = ("hole", 2)) -> None:
+    """Publish a change of ``change`` = (dataset, rows) new rows from ``start``."""
     os.chdir(state)
     os.environ[SEAM_ENV] = seam
     from ptfactory.storage.versions import DatasetStore
     from tests.conftest import make_rows
 
+    name, rows = change
     DatasetStore(home).publish_delta(
-        "hole", make_rows(2, batch="d", start=start), kind="sft", config_hash="c", shard_rows=3
+        name, make_rows(rows, batch="d", start=start), kind="sft", config_hash="c", shard_rows=3
     )
+
+
+def test_a_change_staged_in_full_still_goes_on_top_of_a_version_committed_meanwhile(
+    s3_home: str, tmp_path: Path
+) -> None:
+    """A change that alters the layout (here: more buckets) is staged in full, not as a delta, but
+    its rows are still its base's plus the change: it must wait for a version claimed below it and
+    go on top. CI met one committed beside another over the same base, losing that one's rows."""
+    from ptfactory.storage.touched import plan
+
+    store = DatasetStore()
+    store.publish("grow", make_rows(6, batch="base"), kind="sft", config_hash="c", shard_rows=3)
+    request = DeltaRequest.prepare(
+        "grow",
+        make_rows(12, start=30_000),
+        (),
+        **dict.fromkeys(("base", "dagster_run_id", "batches", "stats", "audit", "retraction")),
+        kind="sft",
+        config_hash="c",
+        shard_rows=3,
+        force=False,
+    )
+    base = store.manifest("grow", 1)
+    assert plan(request, store.store, base, store.store.path("grow", "v1")) is None  # staged in full
+    claims = "datasets/grow/.claims/"
+    seam_dir = tmp_path / "seam"
+    children = []
+    # v2, a 2-row delta, stalls mid-copy; v3, 12 rows over v1, claims while v2 is still pending
+    for tag, (seam, claim, rows) in enumerate(((_seam("copied:1", seam_dir), 2, 2), ("", 3, 12))):
+        state = tmp_path / f"child-{tag}"
+        state.mkdir()
+        start = 10_000 + tag * 10_000
+        child = _SPAWN.Process(target=_delta_child, args=(s3_home, str(state), seam, start, ("grow", rows)))
+        child.start()
+        children.append(child)
+        _wait_for(lambda c=claim: f"{claims}v{c}.json" in keys(s3_home, claims), f"claim v{claim}", child)
+    time.sleep(1.0)  # room for v3 to commit, were it not waiting for v2
+    assert "datasets/grow/v3/manifest.json" not in keys(s3_home, "datasets/grow/v3/")
+    (seam_dir / "release").touch()
+    for child in children:
+        child.join(_WAIT_S)
+        assert child.exitcode == 0
+    committed = _assert_committed_versions_whole(s3_home, "grow")
+    assert sorted(committed) == [1, 2, 3]
+    manifest, ids = committed[3]
+    assert manifest.parent == 2 and (manifest.rows_added, manifest.rows_removed) == (12, 0)
+    assert ids > committed[2][1] and len(ids) == 6 + 2 + 12  # v2's rows kept
 
 
 def test_changes_that_rebase_keep_their_claims_so_the_numbers_have_no_hole(
