@@ -7,9 +7,12 @@ The weights: SmolLM2-135M's shapes (30 layers of q, k, v, o, gate, up, down, and
 vocabulary head), random float32, each its own tensor (540 MB, past the caches), multiplied by
 ``rows`` activations each, as one decoding step does. Ways: torch's ``linear`` (what transformers
 runs), numpy's ``dot`` (OpenBLAS), and weights prepacked once for MKL
-(``torch.ops.mkl._mkl_linear``) and for oneDNN (``torch.ops.mkldnn._linear_pointwise``). Prints
-the best of ``repeats`` passes in ms, the weight bytes per second, and whether each way's result
-equals ``linear``'s bit for bit (the bench's agreement check needs the same greedy tokens).
+(``torch.ops.mkl._mkl_linear``) and for oneDNN (``torch.ops.mkldnn._linear_pointwise``), and the
+engine's packed bfloat16 copies (``engines/packed_linear.py``; the weights are bfloat16 values, as
+a bfloat16 checkpoint's are, so it computes from the same values and reads half the bytes). Prints
+the best of ``repeats`` passes in ms, the float32 weight bytes per second (for the packed way: what
+float32 weights would have to stream to keep up), and whether each way's result equals
+``linear``'s bit for bit (the bench's agreement check needs the same greedy tokens).
 """
 
 from __future__ import annotations
@@ -37,6 +40,13 @@ def _ways(weights: list[torch.Tensor], rows: int) -> dict[str, list[Callable[[to
             lambda x, p=p, w=w: torch.ops.mkl._mkl_linear(x, p, w, None, rows)
             for p, w in zip(packed, weights, strict=True)
         ]
+    from ptfactory.engines.packed_linear import kernel, pack, packed_linear
+
+    if kernel() is not None:  # the engine's packed bfloat16 copies (engines/packed_linear.py)
+        copies = [pack(w.to(torch.bfloat16)) for w in weights]
+        ways["packed bfloat16 (ptfactory)"] = [
+            lambda x, p=p, w=w: packed_linear(x, p, w, None) for p, w in zip(copies, weights, strict=True)
+        ]
     if torch.backends.mkldnn.is_available():
         packed = [torch.ops.mkldnn._reorder_linear_weight(w, rows) for w in weights]
         ways["oneDNN prepacked"] = [
@@ -55,7 +65,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    weights = [torch.randn(*shape) for shape in SHAPES]
+    # bfloat16 values held as float32, as a bfloat16 checkpoint loads: every way computes from the same
+    weights = [torch.randn(*shape).to(torch.bfloat16).float() for shape in SHAPES]
     nbytes = sum(w.numel() * 4 for w in weights)
     print(
         f"{len(weights)} weights, {nbytes / 1e6:.0f} MB float32, {args.threads} threads, best of {args.repeats}"

@@ -3,10 +3,10 @@
 Most checkpoints hold bfloat16 weights (the bundled SmolLM2 and Gemma 3 among them). Loaded as
 float32 for float32 arithmetic, every decoding step streams twice the bytes those values need,
 and a step at a few rows is bound by that stream: on the 2-core box MKL ran SmolLM2's 211
-matrix products at 8 rows in 44 ms (12 GB/s of weights). Where every weight of a ``Linear`` is a
+matrix products at 8 rows in 46 ms (12 GB/s of weights). Where every weight of a ``Linear`` is a
 bfloat16 value, this module keeps a bfloat16 copy packed for a small kernel
 (``bf16_linear.c``) that widens each weight to float32 in registers (exact) and multiplies in
-float32: 22 ms at 8 rows, 14 ms at 1 (``bench/small_gemm.py``). Outputs are float32 products of
+float32: 16 ms at 8 rows, 13 ms at 1 against 22 (``bench/small_gemm.py``). Outputs are float32 products of
 the same weights; only the order of each sum differs from MKL's, as MKL's differs between batch
 sizes (``bench/engines.py``: 100 % of greedy outputs the same as plain float32).
 
