@@ -94,6 +94,7 @@ class TransformersEngine(Engine):
     _model: Any = field(default=None, init=False, repr=False)
     _tokenizer: Any = field(default=None, init=False, repr=False)
     _grammars: Any = field(default=None, init=False, repr=False)
+    _packed: int = field(default=0, init=False, repr=False)  # layers reading packed weights
 
     def _dtype(self) -> str:
         auto = "float32" if self.device == "cpu" else "bfloat16"
@@ -138,8 +139,7 @@ class TransformersEngine(Engine):
             self._model = model.to(self.device).eval()
             if self.device == "cpu":
                 chunk_head(self._model)  # the same logits, faster (engines/kept_logits.py)
-            if self._packs():
-                pack_linears(self._model)
+            self._packed = pack_linears(self._model) if self._packs() else 0
             self._tokenizer = tokenizer
         return self._model, self._tokenizer
 
@@ -150,7 +150,7 @@ class TransformersEngine(Engine):
 
     def _streams(self, decoding: bool = False) -> int:
         # a packed decoding step is bound by streaming its weights: two batches would read them twice
-        alone = decoding and self._packs()
+        alone = decoding and self._packed > 0
         return self.streams or (1 if alone else auto_streams(self.device, self._threads()))
 
     def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:

@@ -113,3 +113,11 @@ def test_the_bundled_model_greedy_answers_are_those_of_plain_float32(smollm2: Pa
         engine.close()
     assert texts[True] == texts[False]
     assert all(texts[True])
+
+
+def test_a_float32_checkpoint_keeps_its_weights_and_its_two_streams(tiny_model: Path) -> None:
+    # the tests' tiny model is saved in float32: no layer's weights are all bfloat16 values
+    engine = TransformersEngine(model_id="tiny", model_path=str(tiny_model), packed_weights=True, threads=2)
+    engine._load()
+    assert engine._packed == 0
+    assert engine._streams(decoding=True) == 2  # nothing packed: two batches side by side, as before
