@@ -75,11 +75,14 @@ def hf_folder(model: str) -> Path | None:
     return path if path.is_dir() else None
 
 
-def _architectures(folder: Path) -> list[str]:
+def _config(folder: Path) -> dict[str, Any]:
+    """An HF folder's config.json, or {} where there is none."""
     config = folder / "config.json"
-    if not config.is_file():
-        return []
-    return list(json.loads(config.read_text(encoding="utf-8")).get("architectures") or [])
+    return dict(json.loads(config.read_text(encoding="utf-8"))) if config.is_file() else {}
+
+
+def _architectures(folder: Path) -> list[str]:
+    return list(_config(folder).get("architectures") or [])
 
 
 def stores_bfloat16(model: str) -> bool:
@@ -88,10 +91,7 @@ def stores_bfloat16(model: str) -> bool:
     (engines/packed_linear.py). Read from config files only."""
     if model in BUNDLED:
         return True  # bundled.py saves them in bfloat16
-    config = Path(model).expanduser() / "config.json"
-    if not config.is_file():
-        return False
-    settings = json.loads(config.read_text(encoding="utf-8"))
+    settings = _config(Path(model).expanduser())
     return bool((settings.get("dtype") or settings.get("torch_dtype")) == "bfloat16")
 
 
