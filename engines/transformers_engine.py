@@ -18,7 +18,9 @@
   Stop strings are not applied to constrained replies (the grammar decides where the JSON ends).
 - Scoring: batches of (prompt, continuation) padded on the right (causal attention: the padding
   after a row changes none of its logits), sorted by length; the vocabulary head runs on the
-  continuation's positions only, and on the last position alone for ``choice_logprobs``.
+  continuation's positions only, and on the last position alone for ``choice_logprobs``. On a CPU
+  with bfloat16 units, scoring's products round their inputs to bfloat16 where the weights are
+  bfloat16 values (:mod:`~ptfactory.engines.bf16_scoring`; ``score_dtype``); generation never does.
 
 A model without a chat template (a base model) can score string prompts but not chat.
 """
@@ -42,6 +44,12 @@ from ptfactory.engines.base import (
     request_seeds,
     tool_call_messages,
 )
+from ptfactory.engines.bf16_scoring import (
+    bfloat16_products,
+    bfloat16_valued,
+    float32_products,
+    wants_bf16_scoring,
+)
 from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.engines.kept_logits import (
     LOGIT_FLOATS,
@@ -52,7 +60,7 @@ from ptfactory.engines.kept_logits import (
     vocab_width,
 )
 from ptfactory.engines.packed_linear import pack_linears, wants_packing
-from ptfactory.engines.scoring import score_token_ids
+from ptfactory.engines.scoring import right_padded, score_token_ids
 from ptfactory.engines.streams import auto_streams, balanced_batches, dealt_batches, run_streams
 from ptfactory.engines.weights import local_folder
 from ptfactory.errors import EngineError
@@ -88,6 +96,7 @@ class TransformersEngine(Engine):
     threads: int | None = None
     streams: int | None = None  # batches run side by side on the CPU (None: engines/streams.py)
     packed_weights: bool | None = None  # None: on for float32 on an AVX-512 CPU (packed_linear.py)
+    score_dtype: str = "auto"  # auto: bfloat16 products on a CPU with bfloat16 units (bf16_scoring.py)
 
     backend = "transformers"
     supports_json_schema = True
@@ -95,6 +104,7 @@ class TransformersEngine(Engine):
     _tokenizer: Any = field(default=None, init=False, repr=False)
     _grammars: Any = field(default=None, init=False, repr=False)
     _packed: int = field(default=0, init=False, repr=False)  # layers reading packed weights
+    _bf16_scoring: bool = field(default=False, init=False, repr=False)
 
     def _dtype(self) -> str:
         auto = "float32" if self.device == "cpu" else "bfloat16"
@@ -109,10 +119,14 @@ class TransformersEngine(Engine):
     def _packs(self) -> bool:
         return wants_packing(self.device, self._dtype(), self.packed_weights)
 
+    def _bf16_scores(self) -> bool:
+        return wants_bf16_scoring(self.device, self._dtype(), self.score_dtype)
+
     def engine_version(self) -> str:
         versions = (importlib.metadata.version(p) for p in ("transformers", "torch"))
         packed = " packed=bf16" if self._packs() else ""  # the same values, summed in another order
-        return f"r{REVISION} transformers={next(versions)} torch={next(versions)}{packed}"
+        scores = " score=bf16" if self._bf16_scores() else ""  # scores a little apart
+        return f"r{REVISION} transformers={next(versions)} torch={next(versions)}{packed}{scores}"
 
     def _load(self) -> tuple[Any, Any]:
         if self._model is None:
@@ -139,6 +153,7 @@ class TransformersEngine(Engine):
             self._model = model.to(self.device).eval()
             if self.device == "cpu":
                 chunk_head(self._model)  # the same logits, faster (engines/kept_logits.py)
+            self._bf16_scoring = self._bf16_scores() and bfloat16_valued(self._model)
             self._packed = pack_linears(self._model) if self._packs() else 0
             self._tokenizer = tokenizer
         return self._model, self._tokenizer
@@ -275,7 +290,7 @@ class TransformersEngine(Engine):
             return any(stop in text for stop in stops[row])
 
         picker = RowPicker(rules, self._grammars, self.device)
-        with torch.inference_mode():
+        with torch.inference_mode(), float32_products():  # not another engine's bfloat16 scoring
             return decode(
                 self._model,
                 encoded["input_ids"],
@@ -321,7 +336,7 @@ class TransformersEngine(Engine):
                 input_ids[row, width - len(contexts[i]) :] = torch.tensor(contexts[i])
                 mask[row, width - len(contexts[i]) :] = 1
             positions = (mask.cumsum(-1) - 1).clamp(min=0)
-            with torch.inference_mode():
+            with torch.inference_mode(), bfloat16_products(self._bf16_scoring):
                 logits = model(
                     input_ids=input_ids.to(self.device),
                     attention_mask=mask.to(self.device),
@@ -352,24 +367,9 @@ class TransformersEngine(Engine):
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
         def picked(batch: list[int]) -> list[float]:
-            rows = [pairs[i][0] + pairs[i][1] for i in batch]
-            width = max(map(len, rows))
-            # right padding: causal attention means no real token sees the padding after it
-            input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            # the positions whose next-token distribution is read: each continuation's, nothing else
-            keep = torch.zeros((len(batch), width), dtype=torch.bool)
-            for row, i in enumerate(batch):
-                context, cont_ids = pairs[i]
-                input_ids[row, : len(rows[row])] = torch.tensor(rows[row])
-                mask[row, : len(rows[row])] = 1
-                keep[row, len(context) - 1 : len(context) + len(cont_ids) - 1] = True
-            targets = torch.tensor([t for i in batch for t in pairs[i][1]], device=self.device)
-            with torch.inference_mode():
-                device = self.device
-                return kept_logprobs(  # type: ignore[no-any-return]
-                    model, input_ids.to(device), mask.to(device), keep.to(device), targets
-                ).tolist()
+            tensors = [t.to(self.device) for t in right_padded([pairs[i] for i in batch], pad)]
+            with torch.inference_mode(), bfloat16_products(self._bf16_scoring):
+                return kept_logprobs(model, *tensors).tolist()  # type: ignore[no-any-return]
 
         sliced_head_fits(model)  # its probe once, here, before the streams' threads ask
         streams = self._streams()

@@ -150,7 +150,8 @@ def test_an_interrupted_conversion_leaves_no_model(
 @pytest.mark.slow
 def test_bundled_smollm2_on_ctranslate2_answers_and_scores_like_transformers() -> None:
     ct2 = CTranslate2Engine(model_id="SmolLM2-135M-Instruct", threads=2)
-    hf = TransformersEngine(model_id="SmolLM2-135M-Instruct", threads=2)
+    # the reference scores through float32 products (on a CPU with bfloat16 units it would not by default)
+    hf = TransformersEngine(model_id="SmolLM2-135M-Instruct", threads=2, score_dtype="float32")
     question = [[{"role": "user", "content": "What is the capital of France?"}]]
     params = SamplingParams(max_tokens=16, temperature=0)
     answer = ct2.chat(question, params)[0][0]

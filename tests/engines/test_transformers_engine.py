@@ -101,7 +101,10 @@ def test_scoring_reads_the_head_only_where_asked_and_gives_the_full_forward_valu
     the bulk of its work) and on the last position for choices: the same values as the whole
     forward pass, in batches with padding and cut where the logits budget says."""
     path = str(tiny_model) if model == "tiny" else model
-    engine = TransformersEngine(model_id=model, model_path=path, batch_size=3, threads=2)
+    # float32 products, as the whole forward pass it is checked against has
+    engine = TransformersEngine(
+        model_id=model, model_path=path, batch_size=3, threads=2, score_dtype="float32"
+    )
     prompts = [
         "Question: what is 2 + 2?\nAnswer:",
         "Say a colour.",
