@@ -160,16 +160,14 @@ class EngineRunner:
         groups = self.engine.chat(prompts, SamplingParams(max_tokens=max_tokens, temperature=0, seed=0))
         return [g[0].text for g in groups], sum(g[0].completion_tokens for g in groups)
 
-    def ifd(self, rows: list[tuple[str, str]]) -> tuple[list[float], int]:
+    def ifd(self, rows: list[tuple[str, str]]) -> list[float]:
         if hasattr(self.engine, "batch_size"):
             self.engine.batch_size = 8
         self.engine.chunk_size = 64
         answers = [a for _, a in rows]
         cond = self.engine.score([[{"role": "user", "content": q}] for q, _ in rows], answers)
         free = self.engine.score([[] for _ in rows], answers)
-        return [math.exp(c.mean_nll - f.mean_nll) for c, f in zip(cond, free, strict=True)], scored_tokens(
-            rows
-        )
+        return [math.exp(c.mean_nll - f.mean_nll) for c, f in zip(cond, free, strict=True)]
 
     def close(self) -> None:
         self.engine.close()
@@ -252,7 +250,7 @@ class OrtGenaiRunner:
             total += sum(len(r) + (1 if d else 0) for r, d in zip(rows, done, strict=True))
         return texts, total
 
-    def ifd(self, rows: list[tuple[str, str]]) -> tuple[list[float], int]:
+    def ifd(self, rows: list[tuple[str, str]]) -> list[float]:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -291,7 +289,7 @@ class LlamaCppRunner:
             total += out["usage"]["completion_tokens"]
         return texts, total
 
-    def ifd(self, rows: list[tuple[str, str]]) -> tuple[list[float], int]:
+    def ifd(self, rows: list[tuple[str, str]]) -> list[float]:
         import numpy as np
 
         from ptfactory.engines.scoring import score_token_ids
@@ -305,8 +303,7 @@ class LlamaCppRunner:
             logz = np.log(np.exp(span - span.max(-1, keepdims=True)).sum(-1)) + span.max(-1)
             return float(-(span[np.arange(len(cont)), cont] - logz).mean())
 
-        values = [math.exp(nll([{"role": "user", "content": q}], a) - nll([], a)) for q, a in rows]
-        return values, scored_tokens(rows)
+        return [math.exp(nll([{"role": "user", "content": q}], a) - nll([], a)) for q, a in rows]
 
     def close(self) -> None:
         self.llm = self.scorer = None

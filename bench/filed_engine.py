@@ -12,8 +12,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench.engine_runners import scored_tokens
-
 __all__ = ["FiledEngineRunner"]
 
 
@@ -87,12 +85,11 @@ class FiledEngineRunner:
         picked = logprobs.gather(1, torch.tensor(cont_ids)[:, None])[:, 0]
         return -float(picked.mean())
 
-    def ifd(self, rows: list[tuple[str, str]]) -> tuple[list[float], int]:
-        values = [
+    def ifd(self, rows: list[tuple[str, str]]) -> list[float]:
+        return [
             math.exp(self._mean_nll([{"role": "user", "content": q}], a) - self._mean_nll([], a))
             for q, a in rows
         ]
-        return values, scored_tokens(rows)
 
     def close(self) -> None:
         self.model = self.tokenizer = None

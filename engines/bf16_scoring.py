@@ -1,25 +1,28 @@
-"""Scoring's matrix products in bfloat16, on a CPU with bfloat16 units (AMX, AVX512-BF16).
+"""Scoring's wide matrix products in bfloat16, on a CPU with bfloat16 units (AMX, AVX512-BF16).
 
 Scoring (IFD, the likelihood and probability judges) is a prefill: hundreds of positions through
-every layer, bound by float32 arithmetic. oneDNN can run torch's float32 products with their
-inputs rounded to bfloat16, accumulated and returned in float32
-(``torch.backends.mkldnn.matmul.fp32_precision = "bf16"``): on the AVX-512 + AMX box a 480-row
-product of SmolLM2's ran 4x faster, and the bench's IFD 1.8x (``bench/engines.py``:
-``transformers`` against ``transformers-float32``), its values ranked alike (Spearman 0.998).
+every layer, bound by float32 arithmetic. Where a layer's weights are bfloat16 values (most
+checkpoints, the bundled ones among them), a bfloat16 copy of them is exact, and a product with the
+input rounded to bfloat16 runs on the CPU's bfloat16 units: on the AVX-512 + AMX box the bench's IFD
+ran 2.0x float32's rows/s (27.2 against 13.3 warm, 21.6 against 12.0 on its first pass), the
+IFD values ranked alike (Spearman 0.999 over the bench's 32 rows, at most 3.3 % apart).
+
+Two other ways were measured and dropped: oneDNN's float32 products with bfloat16 internals
+(``torch.backends.mkldnn.matmul.fp32_precision = "bf16"``: float32 outputs, but it converts every
+weight on every call, 1.4x slower than the copies here, and the setting is one for the whole
+process); and bfloat16 throughout (``dtype: bfloat16``: norms and attention rounded too).
+
 Generation never takes this path: a rounded prefill changes which token wins where two are close
-(bfloat16 throughout kept 69 % of greedy outputs), so it keeps float32 products.
-
-Applied only to models whose ``Linear`` weights are all bfloat16 values (most checkpoints,
-the bundled ones among them): the weights then lose nothing, only each product's input is rounded.
-
-torch's setting is one for the whole process, so a gate keeps the two kinds of work apart: while
-any thread scores through bfloat16 products (:func:`bfloat16_products`), a thread asking for
-float32 ones (:func:`float32_products`, generation) waits, and the other way round.
+(bfloat16 throughout kept 69 % of greedy outputs), so it keeps float32 products. Within
+:func:`bfloat16_products` (a thread's scoring batch) and on inputs without gradients, layers
+holding a copy multiply in bfloat16 and return float32; norms, attention and the log-softmax stay
+float32. A layer whose weights bfloat16 would round keeps float32.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -27,21 +30,16 @@ from typing import Any
 from ptfactory.engines.packed_linear import cpu_flags, exact_bfloat16
 from ptfactory.errors import EngineError
 
-__all__ = [
-    "SCORE_DTYPES",
-    "bfloat16_products",
-    "bfloat16_valued",
-    "float32_products",
-    "wants_bf16_scoring",
-]
+__all__ = ["SCORE_DTYPES", "bfloat16_products", "in_bfloat16", "keep_bfloat16_copies", "wants_bf16_scoring"]
 
 SCORE_DTYPES = ("auto", "float32", "bfloat16")
+_state = threading.local()
 
 
 def wants_bf16_scoring(device: str, dtype: str, chosen: str = "auto") -> bool:
     """Whether a float32 model scores through bfloat16 products: ``chosen`` (the engine's
     ``score_dtype``) where it names one; by default on a CPU with bfloat16 units, where it was
-    measured faster (elsewhere oneDNN emulates them)."""
+    measured faster (elsewhere the products are emulated)."""
     if chosen not in SCORE_DTYPES:
         raise EngineError(f"score_dtype {chosen!r} is not one of {', '.join(SCORE_DTYPES)}")
     if dtype != "float32" or chosen == "float32":
@@ -49,83 +47,51 @@ def wants_bf16_scoring(device: str, dtype: str, chosen: str = "auto") -> bool:
     if device != "cpu":
         if chosen == "bfloat16":
             raise EngineError(
-                f"score_dtype bfloat16 runs float32 models' products on a CPU's bfloat16 units; on "
+                f"score_dtype bfloat16 runs a float32 model's products on a CPU's bfloat16 units; on "
                 f"device {device!r} give the model dtype: bfloat16 instead"
             )
-        return False
-    if not _settable():
         return False
     return chosen == "bfloat16" or bool({"amx_bf16", "avx512_bf16"} & cpu_flags())
 
 
-def bfloat16_valued(model: Any) -> bool:
-    """Whether every float32 ``Linear`` of ``model`` holds bfloat16 values alone."""
-    import torch
-
-    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    return bool(linears) and all(
-        m.weight.dtype != torch.float32 or exact_bfloat16(m.weight) is not None for m in linears
-    )
-
-
-def _settable() -> bool:
-    import torch
-
-    return hasattr(getattr(torch.backends.mkldnn, "matmul", None), "fp32_precision")
-
-
-class _Gate:
-    """Threads in one mode (``bf16`` or ``ieee``) at a time; the first in sets torch's setting, the
-    last out puts back what it was."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._mode: str | None = None
-        self._holders = 0
-        self._before = ""
-
-    @contextlib.contextmanager
-    def hold(self, mode: str) -> Iterator[None]:
-        import torch
-
-        setting = torch.backends.mkldnn.matmul  # type: ignore[attr-defined]  # torch >= 2.9
-        with self._cond:
-            self._cond.wait_for(lambda: self._mode in (None, mode))
-            if self._holders == 0:
-                self._mode, self._before = mode, setting.fp32_precision
-                if mode == "bf16":
-                    setting.fp32_precision = "bf16"
-            self._holders += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._holders -= 1
-                if self._holders == 0:
-                    setting.fp32_precision = self._before
-                    self._mode = None
-                    self._cond.notify_all()
-
-
-_GATE = _Gate()
-
-
 @contextlib.contextmanager
 def bfloat16_products(on: bool = True) -> Iterator[None]:
-    """Within this block, float32 matrix products round their inputs to bfloat16 (every thread's:
-    :func:`float32_products` blocks wait meanwhile). ``on=False``: a plain block."""
-    if not on:
+    """Within this block (this thread's work alone), layers holding a bfloat16 copy multiply in
+    bfloat16."""
+    before = in_bfloat16()
+    _state.on = on
+    try:
         yield
-        return
-    with _GATE.hold("bf16"):
-        yield
+    finally:
+        _state.on = before
 
 
-@contextlib.contextmanager
-def float32_products() -> Iterator[None]:
-    """Within this block, float32 matrix products are float32 (waits out any bfloat16 scoring)."""
-    if not _settable():
-        yield
-        return
-    with _GATE.hold("ieee"):
-        yield
+def in_bfloat16() -> bool:
+    return bool(getattr(_state, "on", False))
+
+
+def keep_bfloat16_copies(model: Any) -> int:
+    """Give every float32 ``Linear`` of ``model`` whose weights are all bfloat16 values a bfloat16
+    copy, used inside :func:`bfloat16_products`; how many layers got one."""
+    import torch
+
+    kept = 0
+    for module in model.modules():
+        if not isinstance(module, torch.nn.Linear) or module.weight.dtype != torch.float32:
+            continue
+        copy = exact_bfloat16(module.weight)
+        if copy is None:
+            continue
+        module.weight_bf16 = copy.contiguous()
+        module.forward = functools.partial(_forward, module, module.forward)  # type: ignore[method-assign]
+        kept += 1
+    return kept
+
+
+def _forward(module: Any, plain: Any, x: Any) -> Any:
+    import torch
+
+    if not in_bfloat16() or x.dtype != torch.float32 or torch.is_grad_enabled():
+        return plain(x)
+    y = torch.nn.functional.linear(x.to(torch.bfloat16), module.weight_bf16).float()
+    return y if module.bias is None else y + module.bias

@@ -131,8 +131,13 @@ def head_logprobs(model: Any, hidden: Any, targets: Any) -> Any:
     in the slice, and the log-sum-exp carried as a running maximum and a sum rescaled to it."""
     import torch
 
+    from ptfactory.engines.bf16_scoring import in_bfloat16
+
     head = model.get_output_embeddings()
     weight, bias = head.weight, head.bias
+    rounded = in_bfloat16() and getattr(head, "weight_bf16", None) is not None  # engines/bf16_scoring.py
+    if rounded:
+        weight, hidden = head.weight_bf16, hidden.to(torch.bfloat16)
     cap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
     rows = hidden.shape[0]
     best = hidden.new_full((rows,), float("-inf"), dtype=torch.float32)
@@ -140,9 +145,13 @@ def head_logprobs(model: Any, hidden: Any, targets: Any) -> Any:
     picked = hidden.new_zeros((rows,), dtype=torch.float32)
     for start in range(0, weight.shape[0], HEAD_CHUNK):
         end = min(start + HEAD_CHUNK, weight.shape[0])
-        logits = torch.nn.functional.linear(
-            hidden, weight[start:end], None if bias is None else bias[start:end]
-        )
+        if rounded:  # bfloat16 products, read back as float32 (the bias added in float32)
+            logits = torch.nn.functional.linear(hidden, weight[start:end]).float()
+            logits = logits if bias is None else logits + bias[start:end]
+        else:
+            logits = torch.nn.functional.linear(
+                hidden, weight[start:end], None if bias is None else bias[start:end]
+            )
         logits = logits.float()
         if cap:
             logits = torch.tanh(logits / cap) * cap

@@ -67,10 +67,10 @@ class EngineSpec(BaseModel):
     score_dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto",
         description="transformers, float32 on a CPU: scoring's matrix products (IFD, likelihood "
-        "and probability judges) round their inputs to bfloat16 (accumulated in float32) where the "
-        "model's weights are bfloat16 values: 1.8x the IFD rows/s on an AMX CPU, the same ranking "
-        "(Spearman 0.998), log-probabilities a few hundredths apart; generation stays float32. "
-        "auto: bfloat16 where the CPU has bfloat16 units (AMX, AVX512-BF16)",
+        "and probability judges) in bfloat16 on exact copies of the layers whose weights are "
+        "bfloat16 values: 2x the IFD rows/s on an AMX CPU, the same ranking (Spearman 0.999), "
+        "log-probabilities a few hundredths apart; generation stays float32. auto: bfloat16 where "
+        "the CPU has bfloat16 units (AMX, AVX512-BF16)",
     )
     # vllm
     tensor_parallel_size: int = Field(1, gt=0)

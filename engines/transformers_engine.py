@@ -19,8 +19,8 @@
 - Scoring: batches of (prompt, continuation) padded on the right (causal attention: the padding
   after a row changes none of its logits), sorted by length; the vocabulary head runs on the
   continuation's positions only, and on the last position alone for ``choice_logprobs``. On a CPU
-  with bfloat16 units, scoring's products round their inputs to bfloat16 where the weights are
-  bfloat16 values (:mod:`~ptfactory.engines.bf16_scoring`; ``score_dtype``); generation never does.
+  with bfloat16 units, scoring's wide products run in bfloat16 on exact copies of bfloat16-valued
+  weights (:mod:`~ptfactory.engines.bf16_scoring`; ``score_dtype``); generation never does.
 
 A model without a chat template (a base model) can score string prompts but not chat.
 """
@@ -44,12 +44,7 @@ from ptfactory.engines.base import (
     request_seeds,
     tool_call_messages,
 )
-from ptfactory.engines.bf16_scoring import (
-    bfloat16_products,
-    bfloat16_valued,
-    float32_products,
-    wants_bf16_scoring,
-)
+from ptfactory.engines.bf16_scoring import bfloat16_products, keep_bfloat16_copies, wants_bf16_scoring
 from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.engines.kept_logits import (
     LOGIT_FLOATS,
@@ -153,7 +148,8 @@ class TransformersEngine(Engine):
             self._model = model.to(self.device).eval()
             if self.device == "cpu":
                 chunk_head(self._model)  # the same logits, faster (engines/kept_logits.py)
-            self._bf16_scoring = self._bf16_scores() and bfloat16_valued(self._model)
+            # before packing: a packed layer hands wide inputs to the forward it had
+            self._bf16_scoring = self._bf16_scores() and keep_bfloat16_copies(self._model) > 0
             self._packed = pack_linears(self._model) if self._packs() else 0
             self._tokenizer = tokenizer
         return self._model, self._tokenizer
@@ -290,7 +286,7 @@ class TransformersEngine(Engine):
             return any(stop in text for stop in stops[row])
 
         picker = RowPicker(rules, self._grammars, self.device)
-        with torch.inference_mode(), float32_products():  # not another engine's bfloat16 scoring
+        with torch.inference_mode():
             return decode(
                 self._model,
                 encoded["input_ids"],
