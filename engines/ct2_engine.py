@@ -126,6 +126,7 @@ class CTranslate2Engine(Engine):
                 threads=self.threads,
                 streams=self.streams,
                 packed_weights=self.packed_weights,
+                score_dtype="float32",  # it never scores (ctranslate2 does): no bfloat16 copies
             )
         return self._delegate
 
