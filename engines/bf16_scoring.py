@@ -28,7 +28,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ptfactory.engines.packed_linear import cpu_flags, exact_bfloat16
+from ptfactory.engines.packed_linear import bfloat16_linears, cpu_flags
 from ptfactory.errors import EngineError
 
 __all__ = ["SCORE_DTYPES", "bfloat16_products", "in_bfloat16", "keep_bfloat16_copies", "wants_bf16_scoring"]
@@ -74,17 +74,10 @@ def in_bfloat16() -> bool:
 def keep_bfloat16_copies(model: Any) -> int:
     """Give every float32 ``Linear`` of ``model`` whose weights are all bfloat16 values a bfloat16
     copy, used inside :func:`bfloat16_products`; how many layers got one."""
-    import torch
-
     kept = 0
-    for module in model.modules():
-        if not isinstance(module, torch.nn.Linear) or module.weight.dtype != torch.float32:
-            continue
-        copy = exact_bfloat16(module.weight)
-        if copy is None:
-            continue
+    for module, copy in bfloat16_linears(model):
         module.weight_bf16 = copy.contiguous()
-        module.forward = functools.partial(_forward, module, module.forward)  # type: ignore[method-assign]
+        module.forward = functools.partial(_forward, module, module.forward)
         kept += 1
     return kept
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from ptfactory.engines.bf16_scoring import in_bfloat16
+
 __all__ = [
     "HEAD_CHUNK",
     "LOGIT_FLOATS",
@@ -130,8 +132,6 @@ def head_logprobs(model: Any, hidden: Any, targets: Any) -> Any:
     each slice's logits (soft-capped where the model's config says), the target's where it falls
     in the slice, and the log-sum-exp carried as a running maximum and a sum rescaled to it."""
     import torch
-
-    from ptfactory.engines.bf16_scoring import in_bfloat16
 
     head = model.get_output_embeddings()
     weight, bias = head.weight, head.bias

@@ -28,10 +28,19 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ROWS", "cpu_flags", "exact_bfloat16", "kernel", "pack_linears", "packed_linear", "wants_packing"]
+__all__ = [
+    "ROWS",
+    "bfloat16_linears",
+    "cpu_flags",
+    "kernel",
+    "pack_linears",
+    "packed_linear",
+    "wants_packing",
+]
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +119,22 @@ def _build() -> Path | None:
     return library
 
 
-def exact_bfloat16(weight: Any) -> Any | None:
-    """``weight`` in bfloat16 where that holds every value exactly, else None."""
+def bfloat16_linears(model: Any) -> Iterator[tuple[Any, Any]]:
+    """Every float32 ``Linear`` of ``model`` whose weights are all bfloat16 values, with them in
+    bfloat16: the copy the layer keeps already (engines/bf16_scoring.py), else one made here. A
+    layer holding a float32 value bfloat16 would round is left out."""
     import torch
 
-    copy = weight.detach().to(torch.bfloat16)
-    return copy if torch.equal(copy.float(), weight.detach()) else None
+    for module in model.modules():
+        if not isinstance(module, torch.nn.Linear) or module.weight.dtype != torch.float32:
+            continue
+        copy = getattr(module, "weight_bf16", None)
+        if copy is None:
+            weight = module.weight.detach()
+            copy = weight.to(torch.bfloat16)
+            if not torch.equal(copy.float(), weight):
+                continue
+        yield module, copy
 
 
 def pack(weight: Any) -> Any:
@@ -159,20 +178,13 @@ def packed_linear(x: Any, packed: Any, weight: Any, bias: Any, wide: Any = None)
 def pack_linears(model: Any) -> int:
     """Make every float32 ``Linear`` of ``model`` whose weights are all bfloat16 values run small
     inputs through the kernel; how many it packed (0 where the kernel cannot be built)."""
-    import torch
-
     if kernel() is None:
         return 0
     packed = 0
-    for module in model.modules():
-        if not isinstance(module, torch.nn.Linear) or module.weight.dtype != torch.float32:
-            continue
-        copy = exact_bfloat16(module.weight)
-        if copy is None:
-            continue  # a float32 value bfloat16 would round: this layer keeps its weights
+    for module, copy in bfloat16_linears(model):
         module.packed_bf16 = pack(copy)
         # wide inputs keep the forward the module had (a vocabulary head's slices, kept_logits.py)
-        module.forward = functools.partial(_forward, module, module.forward)  # type: ignore[method-assign]
+        module.forward = functools.partial(_forward, module, module.forward)
         packed += 1
     return packed
 
