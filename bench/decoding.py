@@ -5,7 +5,7 @@ two batches side by side on one thread each (engines/streams.py), against transf
 batch at a time.
 
     python bench/decoding.py [--prompts 28] [--n 2] [--max-tokens 256] [--repeats 3] [--threads 2]
-                             [--sides former,loop,streams,dynamic,packed]
+                             [--sides former,loop,streams,dynamic,packed,nostep]
 
 The requests: the demo's seed instructions (demo/seeds), each answered ``n`` times at the demo's
 response settings (temperature 0.7, top-p 0.95). Same model (the bundled SmolLM2), same engine
@@ -14,7 +14,8 @@ holds 32 requests' rows, as the engine did before streams; 2 streams cut the row
 batches of at most 32 rows. ``dynamic``: the 2 streams on transformers' ``DynamicCache`` (a
 whole-cache copy every step), the cache before engines/kv_cache.py. The other sides read float32
 weights; ``packed``: layers read packed bfloat16 copies of them (the default on an AVX-512 CPU), one
-batch of at most 32 rows at a time, as the engine then runs. Each side runs every
+batch of at most 32 rows at a time, as the engine then runs, its steps through engines/llama_step.py;
+``nostep``: ``packed`` with every step through transformers' forward. Each side runs every
 repeat, interleaved. Prints the median seconds, tokens generated and the ratios.
 """
 
@@ -118,7 +119,8 @@ def main() -> None:
         help="former: generate + the former sampler; loop: the decoding loop, one batch at a time; "
         "streams: the loop, two batches side by side; dynamic: streams on transformers' "
         "DynamicCache; packed: the loop with float32 layers reading packed bfloat16 weights "
-        "(engines/packed_linear.py), one batch at a time (the first named is the baseline)",
+        "(engines/packed_linear.py), one batch at a time, steps by engines/llama_step.py; nostep: "
+        "packed, every step through transformers' forward (the first named is the baseline)",
     )
     args = parser.parse_args()
 
@@ -132,11 +134,13 @@ def main() -> None:
     packed = TransformersEngine(
         model_id="bundled", model_path="bundled", threads=args.threads, packed_weights=True
     )
-    if "packed" in args.sides.split(","):
+    if {"packed", "nostep"} & set(args.sides.split(",")):
         packed._load()
-    # (engine, decoder, streams, batch_size, KV cache): the engine before streams ran one batch at a
-    # time on all threads, a request's n samples in its batch (32 requests: every row of the default run)
-    Side = tuple[TransformersEngine, Callable[..., list[list[int]]], int, int, type]
+    step = packed._step
+    # (engine, decoder, streams, batch_size, KV cache, Llama step): the engine before streams ran one
+    # batch at a time on all threads, a request's n samples in its batch (32 requests: every row of
+    # the default run)
+    Side = tuple[TransformersEngine, Callable[..., list[list[int]]], int, int, type, Any]
     everything: dict[str, Side] = {
         "generate + former sampler": (
             engine,
@@ -144,21 +148,38 @@ def main() -> None:
             1,
             32 * args.n,
             GrowingCache,
+            None,
         ),
-        "decoding loop, one batch at a time": (engine, ours, 1, 32 * args.n, GrowingCache),
-        "decoding loop, 2 streams": (engine, ours, 2, 32, GrowingCache),
-        "decoding loop, 2 streams, DynamicCache": (engine, ours, 2, 32, DynamicCache),
-        "decoding loop, packed bfloat16 weights, 1 stream": (packed, packed._tokens, 1, 32, GrowingCache),
+        "decoding loop, one batch at a time": (engine, ours, 1, 32 * args.n, GrowingCache, None),
+        "decoding loop, 2 streams": (engine, ours, 2, 32, GrowingCache, None),
+        "decoding loop, 2 streams, DynamicCache": (engine, ours, 2, 32, DynamicCache, None),
+        "decoding loop, packed bfloat16 weights, Llama step, 1 stream": (
+            packed,
+            packed._tokens,
+            1,
+            32,
+            GrowingCache,
+            step,
+        ),
+        "decoding loop, packed bfloat16 weights, transformers' forward, 1 stream": (
+            packed,
+            packed._tokens,
+            1,
+            32,
+            GrowingCache,
+            None,
+        ),
     }
-    keys = dict(zip(("former", "loop", "streams", "dynamic", "packed"), everything, strict=True))
+    names = ("former", "loop", "streams", "dynamic", "packed", "nostep")
+    keys = dict(zip(names, everything, strict=True))
     sides = {keys[k]: everything[keys[k]] for k in args.sides.split(",")}
     seconds: dict[str, list[float]] = {name: [] for name in sides}
     tokens: dict[str, int] = {}
     for repeat in range(args.repeats):
-        for name, (side, decode, streams, batch_size, cache) in sides.items():
+        for name, (side, decode, streams, batch_size, cache, llama) in sides.items():
             kv_cache.GrowingCache = cache  # type: ignore[misc]  # what decode() builds its cache from
             side._tokens = decode  # type: ignore[method-assign]
-            side.streams, side.batch_size = streams, batch_size
+            side.streams, side.batch_size, side._step = streams, batch_size, llama
             started = time.perf_counter()
             replies = side._chat(conversations, params)
             seconds[name].append(time.perf_counter() - started)

@@ -150,6 +150,8 @@ class EngineRunner:
             )
         # load now (timed as load): vLLM in its worker process, the others in this one
         self.engine._remote() if self.name == "vllm-cpu" else self.engine._load()
+        if self.name == "transformers-nostep":
+            self.engine._step = None  # transformers' forward for every step (engines/llama_step.py)
 
     def generate(self, prompts: list[Any], max_tokens: int, batch: int) -> tuple[list[str], int]:
         from ptfactory.engines.base import SamplingParams

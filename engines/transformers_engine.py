@@ -54,6 +54,7 @@ from ptfactory.engines.kept_logits import (
     sliced_head_fits,
     vocab_width,
 )
+from ptfactory.engines.llama_step import llama_step
 from ptfactory.engines.packed_linear import pack_linears, wants_packing
 from ptfactory.engines.scoring import right_padded, score_token_ids
 from ptfactory.engines.streams import auto_streams, balanced_batches, dealt_batches, run_streams
@@ -100,6 +101,7 @@ class TransformersEngine(Engine):
     _grammars: Any = field(default=None, init=False, repr=False)
     _packed: int = field(default=0, init=False, repr=False)  # layers reading packed weights
     _bf16_scoring: bool = field(default=False, init=False, repr=False)
+    _step: Any = field(default=None, init=False, repr=False)  # engines/llama_step.py, where exact
 
     def _dtype(self) -> str:
         auto = "float32" if self.device == "cpu" else "bfloat16"
@@ -151,6 +153,7 @@ class TransformersEngine(Engine):
             # before packing: a packed layer hands wide inputs to the forward it had
             self._bf16_scoring = self._bf16_scores() and keep_bfloat16_copies(self._model) > 0
             self._packed = pack_linears(self._model) if self._packs() else 0
+            self._step = llama_step(self._model) if self._packed else None
             self._tokenizer = tokenizer
         return self._model, self._tokenizer
 
@@ -297,6 +300,7 @@ class TransformersEngine(Engine):
                 keep=picker.keep,
                 stopped=stopped,
                 expand=expand,
+                step=self._step,
             )
 
     def _completion(
@@ -392,5 +396,5 @@ class TransformersEngine(Engine):
         return [len(score_token_ids(tokenizer, p, "")[0]) for p in prompts]
 
     def close(self) -> None:
-        self._model = None
+        self._model = self._step = None
         self._tokenizer = None

@@ -1,0 +1,117 @@
+"""The Llama decoding step (engines/llama_step.py): transformers' logits bit for bit, on the
+bundled SmolLM2 with packed weights, in the decoding loop the engine runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from ptfactory.engines.base import SamplingParams
+from ptfactory.engines.decoding import decode
+from ptfactory.engines.llama_step import LlamaStep, llama_step
+from ptfactory.engines.packed_linear import ROWS
+from ptfactory.engines.transformers_engine import TransformersEngine
+
+QUESTIONS = (
+    "What is the capital of France?",
+    "Write a python function that adds two numbers.",
+    "Name three colours.",
+    "Why is the sky blue? Answer in one sentence, please, for a child.",
+    "List the first five prime numbers.",
+)
+
+
+@pytest.fixture(scope="module")
+def engine(smollm2: Path) -> Any:
+    engine = TransformersEngine(model_id="smollm2", model_path=str(smollm2), packed_weights=True, threads=2)
+    engine._load()
+    yield engine
+    engine.close()
+
+
+def _batch(engine: Any, questions: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    tokenizer = engine._tokenizer
+    texts = [
+        tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+        for q in questions
+    ]
+    return engine._encode(texts)
+
+
+def _greedy_run(engine: Any, encoded: dict[str, torch.Tensor], step: Any, eos: set[int]) -> tuple[Any, Any]:
+    seen: list[torch.Tensor] = []
+
+    def pick(logits: torch.Tensor) -> torch.Tensor:
+        seen.append(logits.clone())
+        return logits.argmax(-1)
+
+    with torch.inference_mode():
+        tokens = decode(
+            engine._model,
+            encoded["input_ids"],
+            encoded["attention_mask"],
+            max_new_tokens=40,
+            pick=pick,
+            eos=eos,
+            step=step,
+        )
+    return tokens, seen
+
+
+@pytest.mark.parametrize(
+    "questions",
+    [QUESTIONS, QUESTIONS[:1], QUESTIONS[1:3] * 2],
+    ids=["padded batch, rows ending apart", "one row, no padding", "repeated prompts"],
+)
+def test_the_step_computes_the_logits_transformers_computes(engine: Any, questions: tuple[str, ...]) -> None:
+    assert isinstance(engine._step, LlamaStep)  # the engine took it
+    encoded = _batch(engine, questions)
+    # an early EOS (a common token) ends some rows before others: the cache loses rows mid-run
+    eos = {*engine._eos(), engine._tokenizer.convert_tokens_to_ids(".")}
+    fast_tokens, fast_logits = _greedy_run(engine, encoded, engine._step, eos)
+    plain_tokens, plain_logits = _greedy_run(engine, encoded, None, eos)
+    assert fast_tokens == plain_tokens
+    assert len(fast_logits) == len(plain_logits) > 1
+    for fast, plain in zip(fast_logits, plain_logits, strict=True):
+        assert torch.equal(fast, plain)  # bit for bit, not within a tolerance
+    if len(questions) > 1:
+        assert len({len(t) for t in fast_tokens}) > 1  # rows did end apart
+
+
+def test_the_engine_answers_as_without_the_step(engine: Any) -> None:
+    prompts = [[{"role": "user", "content": q}] for q in QUESTIONS]
+    greedy = SamplingParams(max_tokens=24, temperature=0.0, seed=0)
+    sampled = SamplingParams(max_tokens=24, temperature=0.8, top_p=0.9, seed=3)
+    step = engine._step
+    with_step = [[c.text for c in g] for p in (greedy, sampled) for g in engine.chat(prompts, p)]
+    engine._step = None
+    try:
+        without = [[c.text for c in g] for p in (greedy, sampled) for g in engine.chat(prompts, p)]
+    finally:
+        engine._step = step
+    assert with_step == without
+    assert all(all(texts) for texts in with_step)
+
+
+def test_fused_weights_are_the_layers_own(engine: Any) -> None:
+    attention, mlp = engine._model.model.layers[0].self_attn, engine._model.model.layers[0].mlp
+    for group in ((attention.q_proj, attention.k_proj, attention.v_proj), (mlp.gate_proj, mlp.up_proj)):
+        storages = {m.packed_bf16.untyped_storage().data_ptr() for m in group}
+        assert len(storages) == 1  # views into one fused weight: no copy kept beside
+    assert engine._step.applies(ROWS) and not engine._step.applies(ROWS + 1)  # wider: torch's products
+    assert not engine._step.applies(0)
+
+
+def test_models_it_would_not_run_exactly_keep_their_forward(tiny_model: Path, smollm2: Path) -> None:
+    tiny = TransformersEngine(model_id="tiny", model_path=str(tiny_model), packed_weights=True, threads=2)
+    tiny._load()  # a float32 checkpoint: nothing packed
+    assert tiny._step is None
+    plain = TransformersEngine(model_id="smollm2", model_path=str(smollm2), packed_weights=False, threads=2)
+    model, _ = plain._load()
+    assert plain._step is None and llama_step(model) is None  # unpacked layers
+    model.config._attn_implementation = "eager"
+    assert llama_step(model) is None  # another attention: other sums
+    plain.close()
