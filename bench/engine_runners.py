@@ -152,6 +152,10 @@ class EngineRunner:
         self.engine._remote() if self.name == "vllm-cpu" else self.engine._load()
         if self.name == "transformers-nostep":
             self.engine._step = None  # transformers' forward for every step (engines/llama_step.py)
+        if self.name == "transformers-noshare":
+            from ptfactory.engines import decoding
+
+            decoding.SHARED_MIN = 10**9  # every batch prefilled whole (engines/decoding.py)
 
     def generate(self, prompts: list[Any], max_tokens: int, batch: int) -> tuple[list[str], int]:
         from ptfactory.engines.base import SamplingParams

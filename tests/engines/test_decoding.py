@@ -125,6 +125,8 @@ def test_rows_sharing_a_prompt_are_prefilled_once_and_generate_as_copies_would(s
         copies = run(encoded["input_ids"][expand], encoded["attention_mask"][expand], None)
     finally:
         del model.forward
-    assert prefilled == [3, 6]  # three prompts prefilled for six rows, then six
+    # three prompts prefilled for six rows; then six rows, whose shared opening (the chat
+    # template's system prompt) saves enough to run once (decoding.SHARED_MIN)
+    assert prefilled == [3, 1, 6]
     assert shared == copies
     assert shared[0] != shared[1]  # the copies sample apart (their own seeds)

@@ -1,0 +1,120 @@
+"""Prompts that open alike (a chat template's system prompt) prefill that opening once
+(engines/decoding.py, ``_prefill``): each row then generates what it generates with the batch
+prefilled whole, on the bundled SmolLM2 and on random models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from ptfactory.engines import decoding
+from ptfactory.engines.decoding import _common_opening, decode
+from ptfactory.engines.transformers_engine import TransformersEngine
+from tests.engines.test_kv_cache import _gemma3, _llama
+
+PROMPTS = [
+    "Reply with one word: yes or no. Is water wet?",
+    "Name a colour.",
+    "Write three sentences about the sea.",
+    "What is 2 + 2? Answer with the number only.",
+    "Explain in two sentences why the sky is blue, for a child who asked you at bedtime.",
+]
+
+
+def test_the_common_opening_leaves_every_prompt_its_last_token() -> None:
+    assert _common_opening([[1, 2, 3, 4], [1, 2, 3, 5, 6], [1, 2, 9]]) == 2
+    assert _common_opening([[1, 2, 3], [1, 2, 3]]) == 2  # alike to the end: the last token stays
+    assert _common_opening([[1, 2, 3], [1, 2, 3, 4]]) == 2  # one a prefix of another
+    assert _common_opening([[7, 2], [1, 2]]) == 0
+    assert _common_opening([[5], [5, 6]]) == 0
+    assert _common_opening([[1, 2, 3]]) == 2
+
+
+def _decode(model: Any, ids: torch.Tensor, mask: torch.Tensor, **kwargs: Any) -> tuple[list[list[int]], list[Any]]:
+    seen: list[torch.Tensor] = []
+
+    def pick(logits: torch.Tensor) -> torch.Tensor:
+        seen.append(logits.clone())
+        return logits.argmax(dim=-1)
+
+    with torch.inference_mode():
+        return decode(model, ids, mask, pick=pick, **kwargs), seen
+
+
+def _prefill_widths(model: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """(rows, tokens) of every forward pass of more than one token, recorded as decode runs."""
+    widths: list[tuple[int, int]] = []
+    forward = model.forward
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        if kwargs["input_ids"].shape[1] > 1:
+            widths.append(tuple(kwargs["input_ids"].shape))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counted)
+    return widths
+
+
+def test_the_bundled_model_prefills_the_system_prompt_once_and_answers_as_before(
+    smollm2: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = TransformersEngine(model_id="smollm2", model_path=str(smollm2), threads=2)
+    model, tokenizer = engine._load()
+    encoded = tokenizer.apply_chat_template(
+        [[{"role": "user", "content": p}] for p in PROMPTS],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        padding=True,
+        return_dict=True,
+    )
+    ids, mask = encoded["input_ids"], encoded["attention_mask"]
+    texts = [row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True)]
+    opening = _common_opening(texts)
+    assert opening >= 20  # the template's system prompt and the user turn's start
+    eos = {tokenizer.eos_token_id, tokenizer.pad_token_id}
+    settings = {"max_new_tokens": 40, "eos": eos, "step": engine._step}
+    widths = _prefill_widths(model, monkeypatch)
+    shared, shared_logits = _decode(model, ids, mask, **settings)
+    assert widths == [(1, opening), (len(PROMPTS), ids.shape[1] - opening)]
+    monkeypatch.setattr(decoding, "SHARED_MIN", 10**9)  # the whole batch in one pass, as before
+    whole, whole_logits = _decode(model, ids, mask, **settings)
+    assert widths[2:] == [tuple(ids.shape)]
+    assert shared == whole
+    assert len({len(t) for t in whole}) > 1  # rows ended apart
+    for a, b in zip(shared_logits, whole_logits, strict=True):
+        # the same logits up to the order of the products' sums (as between batch sizes)
+        torch.testing.assert_close(a, b, atol=2e-3, rtol=0)
+
+
+def test_a_random_model_sees_the_same_context_with_the_padding_in_the_middle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = _llama()
+    torch.manual_seed(1)
+    opening = torch.randint(3, 300, (30,))
+    rests = [torch.randint(3, 300, (n,)) for n in (5, 1, 12, 8)]
+    width = 30 + max(len(r) for r in rests)
+    ids = torch.zeros(len(rests), width, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, rest in enumerate(rests):  # left-padded, as the engine encodes
+        text = torch.cat([opening, rest])
+        ids[row, width - len(text) :], mask[row, width - len(text) :] = text, 1
+    widths = _prefill_widths(model, monkeypatch)
+    shared, shared_logits = _decode(model, ids, mask, max_new_tokens=20, eos=set())
+    assert widths[0] == (1, 30)  # the opening once
+    monkeypatch.setattr(decoding, "SHARED_MIN", 10**9)
+    whole, whole_logits = _decode(model, ids, mask, max_new_tokens=20, eos=set())
+    assert shared == whole
+    for a, b in zip(shared_logits, whole_logits, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_a_sliding_window_model_prefills_its_batch_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = _gemma3()  # its window counts cache slots, padding included
+    ids = torch.cat([torch.full((3, 40), 7), torch.tensor([[4], [5], [6]])], dim=1)
+    widths = _prefill_widths(model, monkeypatch)
+    _decode(model, ids, torch.ones_like(ids), max_new_tokens=3, eos=set())
+    assert widths == [(3, 41)]
