@@ -35,7 +35,9 @@ def engine(smollm2: Path) -> Any:
 def _batch(engine: Any, questions: tuple[str, ...]) -> dict[str, torch.Tensor]:
     tokenizer = engine._tokenizer
     texts = [
-        tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True
+        )
         for q in questions
     ]
     return engine._encode(texts)

@@ -33,7 +33,9 @@ def test_the_common_opening_leaves_every_prompt_its_last_token() -> None:
     assert _common_opening([[1, 2, 3]]) == 2
 
 
-def _decode(model: Any, ids: torch.Tensor, mask: torch.Tensor, **kwargs: Any) -> tuple[list[list[int]], list[Any]]:
+def _decode(
+    model: Any, ids: torch.Tensor, mask: torch.Tensor, **kwargs: Any
+) -> tuple[list[list[int]], list[Any]]:
     seen: list[torch.Tensor] = []
 
     def pick(logits: torch.Tensor) -> torch.Tensor:
