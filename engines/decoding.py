@@ -50,7 +50,8 @@ def decode(
     expand: Sequence[int] | None = None,
     step: Step | None = None,
 ) -> list[list[int]]:
-    """Each row's generated tokens, ending with the EOS token where it took one.
+    """Each row's generated tokens, ending with the EOS token where it took one; ``input_ids``
+    left-padded (``attention_mask`` zero at the padding), as for transformers' ``generate``.
 
     ``pick`` chooses the next token of every live row from its logits; ``keep(rows)`` is told
     which of the live rows go on (indices into them) whenever some end, so a picker holding
@@ -61,6 +62,8 @@ def decode(
     """
     from ptfactory.engines.kv_cache import GrowingCache
 
+    if max_new_tokens <= 0:
+        return [[] for _ in range(len(input_ids) if expand is None else len(expand))]
     cache = GrowingCache(config=model.config)
     # transformers 5.24 names the cache argument ``cache``; earlier ones ``past_key_values``
     cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
@@ -134,7 +137,7 @@ def _prefill(
     texts = [ids[mask.bool()].tolist() for ids, mask in zip(input_ids, attention_mask, strict=True)]
     opening = _common_opening(texts)
     # a sliding window counts cache slots, padding included: those models prefill as they were
-    if opening * (rows - 1) < SHARED_MIN or not cache.keeps_everything:
+    if opening * (rows - 1) < SHARED_MIN or not getattr(cache, "keeps_everything", False):
         positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
         return forward(input_ids, attention_mask, positions), attention_mask, positions[:, -1:]
     device = input_ids.device

@@ -33,22 +33,37 @@ __all__ = ["LlamaStep", "llama_step"]
 
 
 def llama_step(model: Any) -> LlamaStep | None:
-    """The step for ``model``, or None where it would not compute transformers' logits exactly."""
-    config = getattr(model, "config", None)
-    if type(model).__name__ != "LlamaForCausalLM" or config is None or kernel() is None:
+    """The step for ``model`` (made once: kept on the model), or None where it would not compute
+    transformers' logits exactly."""
+    import transformers
+
+    try:  # transformers' own choice between SDPA's GQA and folded query heads (5.x)
+        from transformers.integrations.sdpa_attention import use_gqa_in_sdpa
+    except ImportError:
         return None
-    inner = model.model
+    made = getattr(model, "ptfactory_llama_step", None)
+    if made is not None:
+        return made  # type: ignore[no-any-return]
+    if not isinstance(model, transformers.LlamaForCausalLM) or kernel() is None:
+        return None
+    config, inner = model.config, model.model
     exact = (
         config._attn_implementation == "sdpa"
         and getattr(inner.rotary_emb, "rope_type", None) == "default"
         and not config.attention_bias
         and not config.mlp_bias
         and config.hidden_act == "silu"
+        and len(inner.layers) == config.num_hidden_layers  # transformers runs that many
         and all(hasattr(m, "packed_bf16") for m in _linears(model))
         # fused projections and the residual stream need whole blocks (the head is sliced)
         and all(m.out_features % BLOCK == 0 for m in _linears(model)[1:])
     )
-    return LlamaStep(model) if exact else None
+    if not exact:
+        return None
+    step = LlamaStep(model, use_gqa_in_sdpa)
+    # kept on the model: a second call would fuse the fused views again, into a second copy
+    model.ptfactory_llama_step = step  # type: ignore[assignment]
+    return step
 
 
 def _linears(model: Any) -> list[Any]:
@@ -79,16 +94,17 @@ class LlamaStep:
     layers take ``update``); ``attention_mask`` covers the cache and the new token, ``positions``
     is each row's new position (rows x 1)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, use_gqa_in_sdpa: Any) -> None:
         config, inner = model.config, model.model
+        self.use_gqa_in_sdpa = use_gqa_in_sdpa
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.intermediate = config.intermediate_size
-        self.gqa = self.heads != self.kv_heads  # SDPA repeats the key heads (transformers' flag)
+        self.grouped = self.heads != self.kv_heads  # query heads share key heads (GQA)
         self.vocabulary = model.lm_head.weight.shape[0]
         self.embeddings = inner.embed_tokens.weight
         self.inv_freq = inner.rotary_emb.inv_freq.float()
-        self.rope_scaling = inner.rotary_emb.attention_scaling
+        self.attention_scaling = inner.rotary_emb.attention_scaling
         self.layers = []
         for layer in inner.layers:
             attention, mlp = layer.self_attn, layer.mlp
@@ -106,9 +122,11 @@ class LlamaStep:
         self.norm, self.head = inner.norm, model.lm_head.packed_bf16
 
     def applies(self, rows: int) -> bool:
-        """Whether a step of ``rows`` rows runs here: transformers' products take wider ones to
-        torch's matrix product, whose sums run in another order."""
-        return 0 < rows <= ROWS
+        """Whether a step of ``rows`` rows runs here: transformers' products take wider ones, and
+        any with gradients on, to torch's matrix product, whose sums run in another order."""
+        import torch
+
+        return 0 < rows <= ROWS and not torch.is_grad_enabled()
 
     def __call__(
         self, cache: Any, tokens: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor
@@ -122,10 +140,9 @@ class LlamaStep:
         # transformers' rotary table for these positions (LlamaRotaryEmbedding), for all layers
         freqs = positions.float() * self.inv_freq
         angles = torch.cat((freqs, freqs), dim=-1)
-        cos = (angles.cos() * self.rope_scaling)[:, None]
-        sin = (angles.sin() * self.rope_scaling)[:, None]
-        # transformers drops the mask where no row is padded, and then lets SDPA repeat the key
-        # heads (enable_gqa); with a mask it folds the query heads onto the key heads instead
+        cos = (angles.cos() * self.attention_scaling)[:, None]
+        sin = (angles.sin() * self.attention_scaling)[:, None]
+        # transformers drops the mask where no row is padded
         mask = None if bool(attention_mask.all()) else attention_mask.bool()[:, None, None, :]
         half = dim // 2
         for index, (norm_in, qkv_w, out_w, norm_mlp, gate_up_w, down_w, scale) in enumerate(self.layers):
@@ -137,20 +154,14 @@ class LlamaStep:
             key = qk[:, heads:, None]
             value = qkv[:, (heads + kv_heads) * dim :].view(rows, kv_heads, 1, dim)
             key, value = cache.layers[index].update(key, value)
-            if mask is None:
-                attended = functional.scaled_dot_product_attention(
-                    query, key, value, dropout_p=0.0, scale=scale, is_causal=False, enable_gqa=self.gqa
-                )
-            else:
-                attended = functional.scaled_dot_product_attention(
-                    query.reshape(rows, kv_heads, heads // kv_heads, dim),
-                    key,
-                    value,
-                    attn_mask=mask,
-                    dropout_p=0.0,
-                    scale=scale,
-                    is_causal=False,
-                )
+            # as transformers' SDPA path: SDPA repeats the key heads (enable_gqa) where
+            # use_gqa_in_sdpa says so; otherwise a single query folds its heads onto them
+            gqa = self.grouped and self.use_gqa_in_sdpa(mask, key, value)
+            if self.grouped and not gqa:
+                query = query.reshape(rows, kv_heads, heads // kv_heads, dim)
+            attended = functional.scaled_dot_product_attention(
+                query, key, value, attn_mask=mask, dropout_p=0.0, scale=scale, is_causal=False, enable_gqa=gqa
+            )
             hidden = hidden + _product(attended.reshape(rows, heads * dim), out_w, threads)
             gate_up = _product(_rms(norm_mlp, hidden), gate_up_w, threads)
             gated = functional.silu(gate_up[:, : self.intermediate]) * gate_up[:, self.intermediate :]

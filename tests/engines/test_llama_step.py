@@ -12,8 +12,9 @@ import torch
 from ptfactory.engines.base import SamplingParams
 from ptfactory.engines.decoding import decode
 from ptfactory.engines.llama_step import LlamaStep, llama_step
-from ptfactory.engines.packed_linear import ROWS
+from ptfactory.engines.packed_linear import ROWS, pack_linears
 from ptfactory.engines.transformers_engine import TransformersEngine
+from tests.models import random_causal_lm
 
 QUESTIONS = (
     "What is the capital of France?",
@@ -103,8 +104,9 @@ def test_fused_weights_are_the_layers_own(engine: Any) -> None:
     for group in ((attention.q_proj, attention.k_proj, attention.v_proj), (mlp.gate_proj, mlp.up_proj)):
         storages = {m.packed_bf16.untyped_storage().data_ptr() for m in group}
         assert len(storages) == 1  # views into one fused weight: no copy kept beside
-    assert engine._step.applies(ROWS) and not engine._step.applies(ROWS + 1)  # wider: torch's products
-    assert not engine._step.applies(0)
+    with torch.inference_mode():  # as the engine decodes
+        assert engine._step.applies(ROWS) and not engine._step.applies(ROWS + 1)  # wider: torch's products
+        assert not engine._step.applies(0)
 
 
 def test_models_it_would_not_run_exactly_keep_their_forward(tiny_model: Path, smollm2: Path) -> None:
@@ -117,3 +119,66 @@ def test_models_it_would_not_run_exactly_keep_their_forward(tiny_model: Path, sm
     model.config._attn_implementation = "eager"
     assert llama_step(model) is None  # another attention: other sums
     plain.close()
+
+
+def _packed_random_llama(**overrides: Any) -> Any:
+    """A random Llama whose weights are bfloat16 values held in float32, its layers packed."""
+    model = random_causal_lm("llama", 320, **overrides)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.copy_(module.weight.to(torch.bfloat16).float())
+    assert pack_linears(model) == 2 * 7 + 1
+    return model
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"num_key_value_heads": 4},
+        {"num_key_value_heads": 2},
+        {"num_key_value_heads": 2, "tie_word_embeddings": True},
+    ],
+    ids=["no GQA", "GQA, head_dim apart from hidden/heads", "GQA, tied head"],
+)
+def test_other_llama_shapes_get_transformers_logits_bit_for_bit(overrides: dict[str, Any]) -> None:
+    model = _packed_random_llama(head_dim=16, **overrides)  # 4 heads of 16 over a hidden size of 32
+    step = llama_step(model)
+    assert step is not None
+    torch.manual_seed(2)
+    ids = torch.randint(3, 320, (3, 9))
+    mask = torch.ones_like(ids)
+    mask[1, :4] = mask[2, :7] = 0  # left padding: the masked path; row 0 alone takes the other
+
+    def run(use: Any, rows: slice) -> tuple[list[list[int]], list[torch.Tensor]]:
+        seen: list[torch.Tensor] = []
+
+        def pick(logits: torch.Tensor) -> torch.Tensor:
+            seen.append(logits.clone())
+            return logits.argmax(-1)
+
+        with torch.inference_mode():
+            tokens = decode(model, ids[rows], mask[rows], max_new_tokens=12, pick=pick, eos=set(), step=use)
+        return tokens, seen
+
+    for rows in (slice(None), slice(0, 1)):
+        fast, plain = run(step, rows), run(None, rows)
+        assert fast[0] == plain[0]
+        assert all(torch.equal(a, b) for a, b in zip(fast[1], plain[1], strict=True))
+    assert llama_step(model) is step  # made once: its weights are the layers' (fused once)
+
+
+def test_llamas_it_would_not_run_exactly_get_no_step() -> None:
+    rope = {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}
+    assert llama_step(_packed_random_llama(head_dim=16, rope_parameters=rope)) is None  # scaled positions
+    assert llama_step(_packed_random_llama(head_dim=16, attention_bias=True)) is None
+    assert llama_step(_packed_random_llama(head_dim=16, hidden_act="gelu")) is None
+    # key and value projections of 2 heads of 8: 16 columns, not whole 32-column blocks to fuse
+    assert llama_step(_packed_random_llama()) is None
+    model = _packed_random_llama(head_dim=16)
+    step = llama_step(model)
+    assert step is not None
+    with torch.inference_mode():
+        assert step.applies(8)
+    with torch.enable_grad():
+        assert not step.applies(8)  # products with gradients take torch's matmul in the layers
