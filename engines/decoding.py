@@ -131,8 +131,6 @@ def _prefill(
     [opening | padding | rest], the mask zero at the padding, and positions skip it, so each row
     sees what it sees alone (up to the order of the products' sums, which differs as it does
     between batch sizes)."""
-    import torch
-
     rows = len(input_ids)
     texts = [ids[mask.bool()].tolist() for ids, mask in zip(input_ids, attention_mask, strict=True)]
     opening = _common_opening(texts)

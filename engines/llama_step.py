@@ -22,12 +22,12 @@ packed weight becomes a view into them, so no memory is added.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import torch
+from torch.nn import functional
 
 from ptfactory.engines.packed_linear import BLOCK, ROWS, kernel
-
-if TYPE_CHECKING:
-    import torch
 
 __all__ = ["LlamaStep", "llama_step"]
 
@@ -77,8 +77,6 @@ def _linears(model: Any) -> list[Any]:
 
 def _fused(*modules: Any) -> torch.Tensor:
     """The modules' packed weights end to end; each module's becomes a view into them."""
-    import torch
-
     fused = torch.cat([m.packed_bf16 for m in modules])
     start = 0
     for module in modules:
@@ -124,16 +122,11 @@ class LlamaStep:
     def applies(self, rows: int) -> bool:
         """Whether a step of ``rows`` rows runs here: transformers' products take wider ones, and
         any with gradients on, to torch's matrix product, whose sums run in another order."""
-        import torch
-
         return 0 < rows <= ROWS and not torch.is_grad_enabled()
 
     def __call__(
         self, cache: Any, tokens: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor
     ) -> torch.Tensor:
-        import torch
-        from torch.nn import functional
-
         rows, heads, kv_heads, dim = len(tokens), self.heads, self.kv_heads, self.head_dim
         threads = torch.get_num_threads()
         hidden = self.embeddings[tokens]
@@ -172,8 +165,6 @@ class LlamaStep:
 
 def _rms(norm: Any, x: torch.Tensor) -> torch.Tensor:
     """LlamaRMSNorm's arithmetic, in its order."""
-    import torch
-
     variance = x.pow(2).mean(-1, keepdim=True)
     normed: torch.Tensor = norm.weight * (x * torch.rsqrt(variance + norm.variance_epsilon))
     return normed

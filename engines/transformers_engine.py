@@ -54,7 +54,6 @@ from ptfactory.engines.kept_logits import (
     sliced_head_fits,
     vocab_width,
 )
-from ptfactory.engines.llama_step import llama_step
 from ptfactory.engines.packed_linear import pack_linears, wants_packing
 from ptfactory.engines.scoring import right_padded, score_token_ids
 from ptfactory.engines.streams import auto_streams, balanced_batches, dealt_batches, run_streams
@@ -130,6 +129,8 @@ class TransformersEngine(Engine):
             import torch
             import transformers
             from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            from ptfactory.engines.llama_step import llama_step  # imports torch: not at start-up
 
             transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # ptf shows progress
             if self.threads:
@@ -396,5 +397,4 @@ class TransformersEngine(Engine):
         return [len(score_token_ids(tokenizer, p, "")[0]) for p in prompts]
 
     def close(self) -> None:
-        self._model = self._step = None
-        self._tokenizer = None
+        self._model = self._step = self._tokenizer = None

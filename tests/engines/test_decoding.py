@@ -1,7 +1,9 @@
 """The transformers backend's own decoding loop, on the bundled SmolLM2: rows leave the batch as
 they end, and what each row generates is what transformers' ``generate`` gives it."""
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -22,16 +24,22 @@ PROMPTS = [
 ]
 
 
-def test_greedy_rows_equal_generate_and_ended_rows_leave_the_batch(smollm2: Path) -> None:
-    engine = TransformersEngine(model_id="smollm2", model_path=str(smollm2), threads=2)
-    model, tokenizer = engine._load()
-    encoded = tokenizer.apply_chat_template(
-        [[{"role": "user", "content": p}] for p in PROMPTS],
+def chat_batch(tokenizer: Any, prompts: Sequence[str]) -> Any:
+    """``prompts`` as user turns through the chat template, one left-padded batch (the engine's
+    tokenizer pads on the left)."""
+    return tokenizer.apply_chat_template(
+        [[{"role": "user", "content": p}] for p in prompts],
         add_generation_prompt=True,
         return_tensors="pt",
         padding=True,
         return_dict=True,
     )
+
+
+def test_greedy_rows_equal_generate_and_ended_rows_leave_the_batch(smollm2: Path) -> None:
+    engine = TransformersEngine(model_id="smollm2", model_path=str(smollm2), threads=2)
+    model, tokenizer = engine._load()
+    encoded = chat_batch(tokenizer, PROMPTS)
     eos = {tokenizer.eos_token_id, tokenizer.pad_token_id}
     widths: list[int] = []
 
@@ -93,13 +101,7 @@ def test_rows_sharing_a_prompt_are_prefilled_once_and_generate_as_copies_would(
 
     engine = TransformersEngine(model_id="smollm2", model_path=str(smollm2), threads=2)
     model, tokenizer = engine._load()
-    encoded = tokenizer.apply_chat_template(
-        [[{"role": "user", "content": p}] for p in PROMPTS[:3]],
-        add_generation_prompt=True,
-        return_tensors="pt",
-        padding=True,
-        return_dict=True,
-    )
+    encoded = chat_batch(tokenizer, PROMPTS[:3])
     expand = [0, 0, 1, 2, 2, 2]  # prompt 0 twice, prompt 2 three times
     eos = {tokenizer.eos_token_id, tokenizer.pad_token_id}
     seeds = [5, 6, 7, 8, 9, 10]

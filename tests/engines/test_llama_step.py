@@ -14,6 +14,7 @@ from ptfactory.engines.decoding import decode
 from ptfactory.engines.llama_step import LlamaStep, llama_step
 from ptfactory.engines.packed_linear import ROWS, pack_linears
 from ptfactory.engines.transformers_engine import TransformersEngine
+from tests.engines.test_decoding import chat_batch
 from tests.models import random_causal_lm
 
 QUESTIONS = (
@@ -31,17 +32,6 @@ def engine(smollm2: Path) -> Any:
     engine._load()
     yield engine
     engine.close()
-
-
-def _batch(engine: Any, questions: tuple[str, ...]) -> dict[str, torch.Tensor]:
-    tokenizer = engine._tokenizer
-    texts = [
-        tokenizer.apply_chat_template(
-            [{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True
-        )
-        for q in questions
-    ]
-    return engine._encode(texts)
 
 
 def _greedy_run(engine: Any, encoded: dict[str, torch.Tensor], step: Any, eos: set[int]) -> tuple[Any, Any]:
@@ -71,7 +61,7 @@ def _greedy_run(engine: Any, encoded: dict[str, torch.Tensor], step: Any, eos: s
 )
 def test_the_step_computes_the_logits_transformers_computes(engine: Any, questions: tuple[str, ...]) -> None:
     assert isinstance(engine._step, LlamaStep)  # the engine took it
-    encoded = _batch(engine, questions)
+    encoded = chat_batch(engine._tokenizer, questions)
     # an early EOS (a common token) ends some rows before others: the cache loses rows mid-run
     eos = {*engine._eos(), engine._tokenizer.convert_tokens_to_ids(".")}
     fast_tokens, fast_logits = _greedy_run(engine, encoded, engine._step, eos)

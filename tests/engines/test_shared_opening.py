@@ -13,6 +13,7 @@ import torch
 from ptfactory.engines import decoding
 from ptfactory.engines.decoding import _common_opening, decode
 from ptfactory.engines.transformers_engine import TransformersEngine
+from tests.engines.test_decoding import chat_batch
 from tests.engines.test_kv_cache import _gemma3, _llama
 
 PROMPTS = [
@@ -65,13 +66,7 @@ def test_the_bundled_model_prefills_the_system_prompt_once_and_answers_as_before
 ) -> None:
     engine = TransformersEngine(model_id="smollm2", model_path=str(smollm2), threads=2)
     model, tokenizer = engine._load()
-    encoded = tokenizer.apply_chat_template(
-        [[{"role": "user", "content": p}] for p in PROMPTS],
-        add_generation_prompt=True,
-        return_tensors="pt",
-        padding=True,
-        return_dict=True,
-    )
+    encoded = chat_batch(tokenizer, PROMPTS)
     ids, mask = encoded["input_ids"], encoded["attention_mask"]
     texts = [row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True)]
     opening = _common_opening(texts)
