@@ -61,6 +61,7 @@ def decode(
     (:mod:`~ptfactory.engines.llama_step`), used where it ``applies`` to the live rows.
     """
     from ptfactory.engines.kv_cache import GrowingCache
+    from ptfactory.engines.packed_linear import prefilling
 
     if max_new_tokens <= 0:
         return [[] for _ in range(len(input_ids) if expand is None else len(expand))]
@@ -78,7 +79,8 @@ def decode(
             **{cache_arg: cache},
         ).logits[:, -1]
 
-    logits, attention_mask, step_positions = _prefill(forward, cache, input_ids, attention_mask)
+    with prefilling():  # its wide products on the packed kernel where that is the faster
+        logits, attention_mask, step_positions = _prefill(forward, cache, input_ids, attention_mask)
     if expand is not None:  # the prefill copied out to the rows
         index = torch.tensor(list(expand), dtype=torch.long, device=input_ids.device)
         cache.batch_select_indices(index)

@@ -1,19 +1,27 @@
-"""A Llama decoding step in a few tensor operations a layer, with the logits transformers computes.
+"""A Llama decoding step: a layer in two C calls (``llama_layer.c``) around the packed products.
 
 A decoding step of the bundled SmolLM2 at 8 rows spent about a third of its time outside its
 matrix products: transformers' module calls, a causal mask and rotary tables rebuilt every
-step, and 211 products each through ``packed_linear``'s Python wrapper. This step runs the same
-arithmetic, operation for operation (norms, rotary embedding, ``scaled_dot_product_attention``
-with the arguments transformers' SDPA path passes, the residual sums), so its logits are
-transformers' bit for bit (``tests/engines/test_llama_step.py``), while it
+step, and 211 products each through ``packed_linear``'s Python wrapper. A first version of this
+step ran the same torch operations, bit for bit, and still spent 8 ms a step (of 22, on the
+2-core EPYC) in about 20 small torch calls a layer (norms, rotary, SDPA, SiLU, residual sums).
+Now each layer is two calls into ``llama_layer.c``, which runs those as loops over a few thousand
+floats and calls the kernel for the products; it
 
 - multiplies each layer's query, key and value projections in one kernel call, and its gate and
   up projections in another (a packed block is a run of output columns, so the fused weights
-  are the layers' packed blocks end to end, and each output is the same sum: 121 calls a step);
-- calls the kernel directly (``packed_linear.kernel``);
-- rotates queries and keys together and computes the rotary table once a step, not a layer.
+  are the layers' packed blocks end to end, and each output is the same sum);
+- computes the rotary table once a step, not a layer;
+- appends keys and values through the cache's own ``update`` (the decoding loop's cache drops
+  rows as they end), then attends over the cache's buffer in place.
 
-It runs where it is exact: a ``LlamaForCausalLM`` with SDPA attention, the default rotary
+The arithmetic is transformers' (RMSNorm, rotate_half, softmax attention, SiLU, residual sums),
+in float32; only the order of the norms' and attention's sums differs, as it differs between
+torch's kernels: logits within 1e-4 of transformers' forward, the same greedy and sampled tokens
+(``tests/engines/test_llama_step.py``; ``bench/engines.py`` checks greedy outputs against plain
+float32).
+
+It runs where that holds: a ``LlamaForCausalLM`` with SDPA attention, the default rotary
 embedding, no biases, SiLU, and every layer packed (float32 on a CPU, ``packed_linear.py``), and
 only for up to ``packed_linear.ROWS`` rows (wider batches take torch's products there); elsewhere
 the decoding loop calls the model's forward. The fused weights are the layers' own: each layer's
@@ -22,31 +30,31 @@ packed weight becomes a view into them, so no memory is added.
 
 from __future__ import annotations
 
-from typing import Any
+import ctypes
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import torch
-from torch.nn import functional
 
-from ptfactory.engines.packed_linear import BLOCK, ROWS, kernel
+from ptfactory.engines.packed_linear import BLOCK, ROWS, SOURCE, kernel, load
 
 __all__ = ["LlamaStep", "llama_step"]
+
+LAYER_SOURCE = Path(__file__).with_name("llama_layer.c")
 
 
 def llama_step(model: Any) -> LlamaStep | None:
     """The step for ``model`` (made once: kept on the model), or None where it would not compute
-    transformers' logits exactly."""
+    what transformers' forward computes (or the kernels cannot be built)."""
     import transformers
 
-    try:  # transformers' own choice between SDPA's GQA and folded query heads (5.x)
-        from transformers.integrations.sdpa_attention import use_gqa_in_sdpa
-    except ImportError:
-        return None
     made = getattr(model, "ptfactory_llama_step", None)
     if made is not None:
         return made  # type: ignore[no-any-return]
     if not isinstance(model, transformers.LlamaForCausalLM) or kernel() is None:
         return None
     config, inner = model.config, model.model
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads or config.num_attention_heads
     exact = (
         config._attn_implementation == "sdpa"
         and getattr(inner.rotary_emb, "rope_type", None) == "default"
@@ -57,10 +65,20 @@ def llama_step(model: Any) -> LlamaStep | None:
         and all(hasattr(m, "packed_bf16") for m in _linears(model))
         # fused projections and the residual stream need whole blocks (the head is sliced)
         and all(m.out_features % BLOCK == 0 for m in _linears(model)[1:])
+        and heads % kv_heads == 0
     )
-    if not exact:
+    library = load(SOURCE, LAYER_SOURCE) if exact else None
+    if library is None:
         return None
-    step = LlamaStep(model, use_gqa_in_sdpa)
+    int64, pointer, single = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
+    layer_in, layer_out = library.llama_attention_in, library.llama_attention_out
+    layer_in.restype = layer_out.restype = None
+    layer_in.argtypes = [int64, int64, pointer, pointer, single, pointer, int64, pointer]
+    layer_in.argtypes += [int64, int64, int64, pointer, pointer, ctypes.c_int]
+    layer_out.argtypes = [int64, int64, pointer, pointer, int64, pointer, pointer, int64, int64]
+    layer_out.argtypes += [pointer, single, int64, int64, int64, pointer, int64, pointer, single]
+    layer_out.argtypes += [pointer, int64, int64, pointer, int64, ctypes.c_int]
+    step = LlamaStep(model, layer_in, layer_out)
     # kept on the model: a second call would fuse the fused views again, into a second copy
     model.ptfactory_llama_step = step  # type: ignore[assignment]
     return step
@@ -92,13 +110,12 @@ class LlamaStep:
     layers take ``update``); ``attention_mask`` covers the cache and the new token, ``positions``
     is each row's new position (rows x 1)."""
 
-    def __init__(self, model: Any, use_gqa_in_sdpa: Any) -> None:
+    def __init__(self, model: Any, layer_in: Any, layer_out: Any) -> None:
         config, inner = model.config, model.model
-        self.use_gqa_in_sdpa = use_gqa_in_sdpa
+        self.layer_in, self.layer_out = layer_in, layer_out
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
-        self.intermediate = config.intermediate_size
-        self.grouped = self.heads != self.kv_heads  # query heads share key heads (GQA)
+        self.width, self.intermediate = config.hidden_size, config.intermediate_size
         self.vocabulary = model.lm_head.weight.shape[0]
         self.embeddings = inner.embed_tokens.weight
         self.inv_freq = inner.rotary_emb.inv_freq.float()
@@ -107,11 +124,13 @@ class LlamaStep:
         for layer in inner.layers:
             attention, mlp = layer.self_attn, layer.mlp
             self.layers.append(
-                (
-                    layer.input_layernorm,
+                _Layer(
+                    layer.input_layernorm.weight.detach().float().contiguous(),
+                    layer.input_layernorm.variance_epsilon,
                     _fused(attention.q_proj, attention.k_proj, attention.v_proj),
                     attention.o_proj.packed_bf16,
-                    layer.post_attention_layernorm,
+                    layer.post_attention_layernorm.weight.detach().float().contiguous(),
+                    layer.post_attention_layernorm.variance_epsilon,
                     _fused(mlp.gate_proj, mlp.up_proj),
                     mlp.down_proj.packed_bf16,
                     attention.scaling,
@@ -120,8 +139,8 @@ class LlamaStep:
         self.norm, self.head = inner.norm, model.lm_head.packed_bf16
 
     def applies(self, rows: int) -> bool:
-        """Whether a step of ``rows`` rows runs here: transformers' products take wider ones, and
-        any with gradients on, to torch's matrix product, whose sums run in another order."""
+        """Whether a step of ``rows`` rows runs here: wider ones, and any with gradients on, take
+        transformers' forward (torch's matrix products)."""
         return 0 < rows <= ROWS and not torch.is_grad_enabled()
 
     def __call__(
@@ -129,38 +148,57 @@ class LlamaStep:
     ) -> torch.Tensor:
         rows, heads, kv_heads, dim = len(tokens), self.heads, self.kv_heads, self.head_dim
         threads = torch.get_num_threads()
-        hidden = self.embeddings[tokens]
+        hidden = self.embeddings[tokens].float().contiguous()  # a copy: the layers update it in place
         # transformers' rotary table for these positions (LlamaRotaryEmbedding), for all layers
         freqs = positions.float() * self.inv_freq
         angles = torch.cat((freqs, freqs), dim=-1)
-        cos = (angles.cos() * self.attention_scaling)[:, None]
-        sin = (angles.sin() * self.attention_scaling)[:, None]
-        # transformers drops the mask where no row is padded
-        mask = None if bool(attention_mask.all()) else attention_mask.bool()[:, None, None, :]
-        half = dim // 2
-        for index, (norm_in, qkv_w, out_w, norm_mlp, gate_up_w, down_w, scale) in enumerate(self.layers):
-            qkv = _product(_rms(norm_in, hidden), qkv_w, threads)
-            qk = qkv[:, : (heads + kv_heads) * dim].view(rows, heads + kv_heads, dim)
-            # rotate_half then the sums, as apply_rotary_pos_emb does (the same per element)
-            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
-            query = qk[:, :heads, None]
-            key = qk[:, heads:, None]
-            value = qkv[:, (heads + kv_heads) * dim :].view(rows, kv_heads, 1, dim)
-            key, value = cache.layers[index].update(key, value)
-            # as transformers' SDPA path: SDPA repeats the key heads (enable_gqa) where
-            # use_gqa_in_sdpa says so; otherwise a single query folds its heads onto them
-            gqa = self.grouped and self.use_gqa_in_sdpa(mask, key, value)
-            if self.grouped and not gqa:
-                query = query.reshape(rows, kv_heads, heads // kv_heads, dim)
-            attended = functional.scaled_dot_product_attention(
-                query, key, value, attn_mask=mask, dropout_p=0.0, scale=scale, is_causal=False, enable_gqa=gqa
-            )
-            hidden = hidden + _product(attended.reshape(rows, heads * dim), out_w, threads)
-            gate_up = _product(_rms(norm_mlp, hidden), gate_up_w, threads)
-            gated = functional.silu(gate_up[:, : self.intermediate]) * gate_up[:, self.intermediate :]
-            hidden = hidden + _product(gated, down_w, threads)
+        cos = (angles.cos() * self.attention_scaling).contiguous()
+        sin = (angles.sin() * self.attention_scaling).contiguous()
+        # 1 where a row attends; none where no row is padded
+        mask = None if bool(attention_mask.all()) else attention_mask.to(torch.uint8).contiguous()
+        qkv = hidden.new_empty(rows, self.layers[0].qkv.shape[0] * BLOCK)
+        k_at, v_at = heads * dim, (heads + kv_heads) * dim
+        for index, layer in enumerate(self.layers):
+            self.layer_in(
+                rows, self.width, hidden.data_ptr(), layer.norm_in.data_ptr(), layer.eps_in,
+                layer.qkv.data_ptr(), layer.qkv.shape[0], qkv.data_ptr(),
+                heads, kv_heads, dim, cos.data_ptr(), sin.data_ptr(), threads,
+            )  # fmt: skip
+            key = qkv[:, k_at:v_at].view(rows, kv_heads, 1, dim)
+            value = qkv[:, v_at : v_at + kv_heads * dim].view(rows, kv_heads, 1, dim)
+            keys, values = (_laid_out(t) for t in cache.layers[index].update(key, value))
+            self.layer_out(
+                rows, self.width, hidden.data_ptr(), qkv.data_ptr(), layer.qkv.shape[0],
+                keys.data_ptr(), values.data_ptr(), keys.stride(1) // dim, keys.shape[2],
+                None if mask is None else mask.data_ptr(), layer.scale, heads, kv_heads, dim,
+                layer.out.data_ptr(), layer.out.shape[0], layer.norm_mlp.data_ptr(), layer.eps_mlp,
+                layer.gate_up.data_ptr(), layer.gate_up.shape[0], self.intermediate,
+                layer.down.data_ptr(), layer.down.shape[0], threads,
+            )  # fmt: skip
         logits = _product(_rms(self.norm, hidden), self.head, threads)
         return logits[:, : self.vocabulary]
+
+
+class _Layer(NamedTuple):
+    norm_in: torch.Tensor
+    eps_in: float
+    qkv: torch.Tensor  # packed: blocks x in x 32
+    out: torch.Tensor
+    norm_mlp: torch.Tensor
+    eps_mlp: float
+    gate_up: torch.Tensor
+    down: torch.Tensor
+    scale: float
+
+
+def _laid_out(states: torch.Tensor) -> torch.Tensor:
+    """A cache's keys or values (rows x heads x length x dim) as llama_layer.c reads them: rows
+    of a buffer rows x heads x capacity x dim (the in-place cache's view), else a copy."""
+    _, heads, _, dim = states.shape
+    capacity = states.stride(1) // dim if dim else 0
+    if states.stride()[1:] == (capacity * dim, dim, 1) and states.stride(0) == heads * capacity * dim:
+        return states
+    return states.contiguous()
 
 
 def _rms(norm: Any, x: torch.Tensor) -> torch.Tensor:

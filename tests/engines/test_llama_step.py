@@ -1,5 +1,6 @@
-"""The Llama decoding step (engines/llama_step.py): transformers' logits bit for bit, on the
-bundled SmolLM2 with packed weights, in the decoding loop the engine runs."""
+"""The Llama decoding step (engines/llama_step.py, llama_layer.c): transformers' logits up to the
+order of float32 sums, and the same tokens, on the bundled SmolLM2 with packed weights, in the
+decoding loop the engine runs."""
 
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ QUESTIONS = (
     "Why is the sky blue? Answer in one sentence, please, for a child.",
     "List the first five prime numbers.",
 )
+
+
+# how far the step's logits may lie from transformers' (measured at a first step: SmolLM2 6e-5, the
+# random Llamas 1e-7); a wrong sum, position or head is off by whole units
+LOGITS_APART = 1e-3
+
+
+def _apart(a: torch.Tensor, b: torch.Tensor) -> float:
+    assert a.shape == b.shape
+    return float((a - b).abs().max())
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +80,8 @@ def test_the_step_computes_the_logits_transformers_computes(engine: Any, questio
     assert fast_tokens == plain_tokens
     assert len(fast_logits) == len(plain_logits) > 1
     for fast, plain in zip(fast_logits, plain_logits, strict=True):
-        assert torch.equal(fast, plain)  # bit for bit, not within a tolerance
+        # float32 throughout, the sums in another order: logits run to ~30, apart by under 1e-3
+        assert _apart(fast, plain) < LOGITS_APART
     if len(questions) > 1:
         assert len({len(t) for t in fast_tokens}) > 1  # rows did end apart
 
@@ -131,7 +143,7 @@ def _packed_random_llama(**overrides: Any) -> Any:
     ],
     ids=["no GQA", "GQA, head_dim apart from hidden/heads", "GQA, tied head"],
 )
-def test_other_llama_shapes_get_transformers_logits_bit_for_bit(overrides: dict[str, Any]) -> None:
+def test_other_llama_shapes_get_transformers_logits(overrides: dict[str, Any]) -> None:
     model = _packed_random_llama(head_dim=16, **overrides)  # 4 heads of 16 over a hidden size of 32
     step = llama_step(model)
     assert step is not None
@@ -154,7 +166,7 @@ def test_other_llama_shapes_get_transformers_logits_bit_for_bit(overrides: dict[
     for rows in (slice(None), slice(0, 1)):
         fast, plain = run(step, rows), run(None, rows)
         assert fast[0] == plain[0]
-        assert all(torch.equal(a, b) for a, b in zip(fast[1], plain[1], strict=True))
+        assert max(_apart(a, b) for a, b in zip(fast[1], plain[1], strict=True)) < LOGITS_APART
     assert llama_step(model) is step  # made once: its weights are the layers' (fused once)
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from ptfactory.engines import packed_linear
 from ptfactory.engines.base import SamplingParams
-from ptfactory.engines.packed_linear import ROWS, kernel, pack_linears, wants_packing
+from ptfactory.engines.packed_linear import ROWS, kernel, pack_linears, prefilling, wants_packing
 from ptfactory.engines.transformers_engine import TransformersEngine
 
 
@@ -79,6 +80,46 @@ def test_wide_inputs_and_gradients_keep_the_layers_own_forward() -> None:
         assert calls == [ROWS + 1]
     layer(torch.randn(2, 24, requires_grad=True)).sum().backward()  # the kernel has no gradient
     assert calls == [ROWS + 1, 2] and layer.weight.grad is not None
+
+
+@pytest.mark.parametrize("wins", [True, False])
+def test_a_prefill_takes_the_kernel_at_any_width_where_it_wins(
+    monkeypatch: pytest.MonkeyPatch, wins: bool
+) -> None:
+    layer = _bf16_linear(24, 40, True)
+    calls: list[int] = []
+
+    def own(x: torch.Tensor) -> torch.Tensor:
+        calls.append(x.shape[0])
+        return torch.nn.functional.linear(x, layer.weight, layer.bias)
+
+    layer.forward = own  # type: ignore[method-assign]
+    pack_linears(layer)
+    monkeypatch.setattr(packed_linear, "kernel_wins_wide", lambda: wins)
+    x = torch.randn(3 * ROWS, 24)
+    with torch.inference_mode():
+        with prefilling():
+            got = layer(x)
+        assert calls == ([] if wins else [3 * ROWS])
+        torch.testing.assert_close(got, torch.nn.functional.linear(x, layer.weight, layer.bias))
+        layer(x)  # outside a prefill (scoring): the layer's own wide path, whatever wins
+        assert calls == ([3 * ROWS] if wins else [3 * ROWS] * 2)
+
+
+def test_the_kernel_wins_wide_on_amd_avx512_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    for vendor, flags, wins in [
+        ("AuthenticAMD", "fpu avx2 avx512f", True),
+        ("AuthenticAMD", "fpu avx2", False),
+        ("GenuineIntel", "fpu avx2 avx512f amx_bf16", False),
+    ]:
+        fields = {"vendor_id": vendor, "flags": flags}
+        monkeypatch.setattr(packed_linear, "_cpu_field", fields.__getitem__)
+        packed_linear.cpu_flags.cache_clear()
+        packed_linear.kernel_wins_wide.cache_clear()
+        assert packed_linear.kernel_wins_wide() is wins
+    monkeypatch.undo()
+    packed_linear.cpu_flags.cache_clear()
+    packed_linear.kernel_wins_wide.cache_clear()
 
 
 def test_packing_is_for_float32_on_a_cpu_and_a_setting_decides() -> None:
