@@ -46,6 +46,25 @@ class _GrowingLayer(DynamicLayer):  # type: ignore[no-untyped-call]  # transform
         self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
         return self.keys, self.values
 
+    def room(self, tokens: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """The buffers with room for ``tokens`` more, and how many they hold: a caller writes the
+        next tokens' keys and values at that position, then calls :meth:`advance`
+        (engines/llama_step.py writes them from C). Only once the layer holds some."""
+        assert self._keys is not None and self._values is not None and self._length
+        end = self._length + tokens
+        # a writer reads them as whole buffers (rows x heads x capacity x dim): a view left by a
+        # cache edit (_adopt) is copied into one
+        if end > self._keys.shape[-2] or not (self._keys.is_contiguous() and self._values.is_contiguous()):
+            self._keys = self._grown(self._keys, self._keys[:, :, :0], end)
+            self._values = self._grown(self._values, self._values[:, :, :0], end)
+        return self._keys, self._values, self._length
+
+    def advance(self, tokens: int) -> None:
+        """``tokens`` more written into the buffers' room (:meth:`room`)."""
+        assert self._keys is not None and self._values is not None
+        self._length += tokens
+        self.keys, self.values = self._keys[:, :, : self._length], self._values[:, :, : self._length]
+
     def _grown(self, buffer: torch.Tensor | None, states: torch.Tensor, length: int) -> torch.Tensor:
         rows, heads, _, dim = states.shape
         grown = states.new_empty(rows, heads, length + ROOM, dim)

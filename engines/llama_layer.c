@@ -8,9 +8,9 @@
  * transformers' (LlamaRMSNorm, rotate_half, softmax attention, SiLU), in float32; only the order
  * of the sums differs (the norms' and attention's), as it differs between torch's kernels.
  *
- * Two calls a layer: llama_attention_in (norm, q/k/v products, rotary) and, after the caller has
- * appended the new keys and values to its cache, llama_attention_out (attention, output product,
- * residual, norm, gate/up product, SiLU, down product, residual). */
+ * One call a step (llama_layers): per layer, attention_in (norm, q/k/v products, rotary), the new
+ * keys and values written into the caller's cache buffers, attention_out (attention, output
+ * product, residual, norm, gate/up product, SiLU, down product, residual). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -115,7 +115,7 @@ static void rotate(float *x, const float *cos, const float *sin, int64_t dim) {
 
 /* hidden (rows x width) -> qkv (rows x qkv_blocks*32): the norm, the fused q/k/v product, and the
  * rotary embedding on the query and key heads (cos, sin: rows x dim) */
-void llama_attention_in(int64_t rows, int64_t width, const float *hidden, const float *norm,
+static void attention_in(int64_t rows, int64_t width, const float *hidden, const float *norm,
                         float eps, const uint16_t *qkv_w, int64_t qkv_blocks, float *qkv,
                         int64_t heads, int64_t kv_heads, int64_t dim, const float *cos,
                         const float *sin, int threads) {
@@ -159,7 +159,7 @@ static void attend(const float *q, const float *keys, const float *values, const
  * token's included; mask: rows x length, 1 where a row attends, or NULL for all), the output
  * product and residual, the norm, the fused gate/up product, SiLU(gate) * up, the down product and
  * residual. */
-void llama_attention_out(int64_t rows, int64_t width, float *hidden, const float *qkv,
+static void attention_out(int64_t rows, int64_t width, float *hidden, const float *qkv,
                          int64_t qkv_blocks, const float *keys, const float *values,
                          int64_t capacity, int64_t length, const uint8_t *mask, float scale,
                          int64_t heads, int64_t kv_heads, int64_t dim, const uint16_t *out_w,
@@ -205,4 +205,41 @@ void llama_attention_out(int64_t rows, int64_t width, float *hidden, const float
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < width; ++i) hidden[r * width + i] += product[r * down_blocks * BLOCK + i];
   free(product);
+}
+
+/* a layer's weights and constants (engines/llama_step.py fills one per layer, once) */
+typedef struct {
+  const float *norm_in, *norm_mlp;
+  const uint16_t *qkv, *out, *gate_up, *down; /* packed, bf16_linear's layout */
+  int64_t qkv_blocks, out_blocks, gate_up_blocks, down_blocks;
+  float eps_in, eps_mlp, scale;
+} llama_layer_t;
+
+/* One decoding step through every layer: hidden (rows x width, the new tokens' embeddings) updated
+ * in place to the last layer's output. keys[l], values[l]: layer l's cache buffers, rows x kv_heads
+ * x capacity[l] x dim, the first `length` positions filled; this step's keys and values are
+ * written at position `length`. mask: rows x (length + 1), 1 where a row attends, or NULL. */
+void llama_layers(int64_t rows, int64_t width, float *hidden, const llama_layer_t *layers,
+                  int64_t count, int64_t heads, int64_t kv_heads, int64_t dim, int64_t intermediate,
+                  const float *cos, const float *sin, float *const *keys, float *const *values,
+                  const int64_t *capacity, int64_t length, const uint8_t *mask, int threads) {
+  const llama_layer_t *widest = layers;
+  float *qkv = malloc(sizeof(float) * rows * widest->qkv_blocks * BLOCK);
+  int64_t stride = widest->qkv_blocks * BLOCK;
+  for (int64_t l = 0; l < count; ++l) {
+    const llama_layer_t *layer = layers + l;
+    attention_in(rows, width, hidden, layer->norm_in, layer->eps_in, layer->qkv, layer->qkv_blocks,
+                 qkv, heads, kv_heads, dim, cos, sin, threads);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t g = 0; g < kv_heads; ++g) {
+        int64_t at = ((r * kv_heads + g) * capacity[l] + length) * dim;
+        memcpy(keys[l] + at, qkv + r * stride + (heads + g) * dim, sizeof(float) * dim);
+        memcpy(values[l] + at, qkv + r * stride + (heads + kv_heads + g) * dim, sizeof(float) * dim);
+      }
+    attention_out(rows, width, hidden, qkv, layer->qkv_blocks, keys[l], values[l], capacity[l],
+                  length + 1, mask, layer->scale, heads, kv_heads, dim, layer->out,
+                  layer->out_blocks, layer->norm_mlp, layer->eps_mlp, layer->gate_up,
+                  layer->gate_up_blocks, intermediate, layer->down, layer->down_blocks, threads);
+  }
+  free(qkv);
 }

@@ -1,19 +1,19 @@
-"""A Llama decoding step: a layer in two C calls (``llama_layer.c``) around the packed products.
+"""A Llama decoding step in one C call (``llama_layer.c``) around the packed products.
 
 A decoding step of the bundled SmolLM2 at 8 rows spent about a third of its time outside its
 matrix products: transformers' module calls, a causal mask and rotary tables rebuilt every
 step, and 211 products each through ``packed_linear``'s Python wrapper. A first version of this
-step ran the same torch operations, bit for bit, and still spent 8 ms a step (of 22, on the
+step ran the same torch operations, bit for bit, and still spent 10 ms a step (of 22, on the
 2-core EPYC) in about 20 small torch calls a layer (norms, rotary, SDPA, SiLU, residual sums).
-Now each layer is two calls into ``llama_layer.c``, which runs those as loops over a few thousand
-floats and calls the kernel for the products; it
+Now a step is one call into ``llama_layer.c``, which runs those as loops over a few thousand
+floats and calls the kernel for the products (22 ms a step became 13 at 8 rows); it
 
 - multiplies each layer's query, key and value projections in one kernel call, and its gate and
   up projections in another (a packed block is a run of output columns, so the fused weights
   are the layers' packed blocks end to end, and each output is the same sum);
 - computes the rotary table once a step, not a layer;
-- appends keys and values through the cache's own ``update`` (the decoding loop's cache drops
-  rows as they end), then attends over the cache's buffer in place.
+- writes each layer's new keys and values into the room of the decoding loop's cache
+  (``kv_cache.py``: ``room``, ``advance``), then attends over its buffers in place.
 
 The arithmetic is transformers' (RMSNorm, rotate_half, softmax attention, SiLU, residual sums),
 in float32; only the order of the norms' and attention's sums differs, as it differs between
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
@@ -70,15 +70,12 @@ def llama_step(model: Any) -> LlamaStep | None:
     library = load(SOURCE, LAYER_SOURCE) if exact else None
     if library is None:
         return None
-    int64, pointer, single = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
-    layer_in, layer_out = library.llama_attention_in, library.llama_attention_out
-    layer_in.restype = layer_out.restype = None
-    layer_in.argtypes = [int64, int64, pointer, pointer, single, pointer, int64, pointer]
-    layer_in.argtypes += [int64, int64, int64, pointer, pointer, ctypes.c_int]
-    layer_out.argtypes = [int64, int64, pointer, pointer, int64, pointer, pointer, int64, int64]
-    layer_out.argtypes += [pointer, single, int64, int64, int64, pointer, int64, pointer, single]
-    layer_out.argtypes += [pointer, int64, int64, pointer, int64, ctypes.c_int]
-    step = LlamaStep(model, layer_in, layer_out)
+    layers = library.llama_layers
+    layers.restype = None
+    int64, pointer = ctypes.c_int64, ctypes.c_void_p
+    layers.argtypes = [int64, int64, pointer, pointer, int64, int64, int64, int64, int64, pointer]
+    layers.argtypes += [pointer, pointer, pointer, pointer, int64, pointer, ctypes.c_int]
+    step = LlamaStep(model, layers)
     # kept on the model: a second call would fuse the fused views again, into a second copy
     model.ptfactory_llama_step = step  # type: ignore[assignment]
     return step
@@ -106,13 +103,13 @@ def _fused(*modules: Any) -> torch.Tensor:
 
 class LlamaStep:
     """``step(cache, tokens, attention_mask, positions)``: the next logits (rows x vocabulary) for
-    one new token a row, its keys and values appended to ``cache`` (a transformers cache whose
-    layers take ``update``); ``attention_mask`` covers the cache and the new token, ``positions``
-    is each row's new position (rows x 1)."""
+    one new token a row, its keys and values appended to ``cache`` (engines/kv_cache.py's
+    ``GrowingCache``, whose layers give their buffers' room); ``attention_mask`` covers the cache
+    and the new token, ``positions`` is each row's new position (rows x 1)."""
 
-    def __init__(self, model: Any, layer_in: Any, layer_out: Any) -> None:
+    def __init__(self, model: Any, layers: Any) -> None:
         config, inner = model.config, model.model
-        self.layer_in, self.layer_out = layer_in, layer_out
+        self.layers_call = layers
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.width, self.intermediate = config.hidden_size, config.intermediate_size
@@ -120,22 +117,28 @@ class LlamaStep:
         self.embeddings = inner.embed_tokens.weight
         self.inv_freq = inner.rotary_emb.inv_freq.float()
         self.attention_scaling = inner.rotary_emb.attention_scaling
-        self.layers = []
-        for layer in inner.layers:
+        self.kept: list[torch.Tensor] = []  # what the layer table points into, held here
+        table = (_LayerTable * len(inner.layers))()
+        for entry, layer in zip(table, inner.layers, strict=True):
             attention, mlp = layer.self_attn, layer.mlp
-            self.layers.append(
-                _Layer(
-                    layer.input_layernorm.weight.detach().float().contiguous(),
-                    layer.input_layernorm.variance_epsilon,
-                    _fused(attention.q_proj, attention.k_proj, attention.v_proj),
-                    attention.o_proj.packed_bf16,
-                    layer.post_attention_layernorm.weight.detach().float().contiguous(),
-                    layer.post_attention_layernorm.variance_epsilon,
-                    _fused(mlp.gate_proj, mlp.up_proj),
-                    mlp.down_proj.packed_bf16,
-                    attention.scaling,
-                )
-            )
+            norm_in, norm_mlp = layer.input_layernorm, layer.post_attention_layernorm
+            weights = {
+                "norm_in": norm_in.weight.detach().float().contiguous(),
+                "norm_mlp": norm_mlp.weight.detach().float().contiguous(),
+                "qkv": _fused(attention.q_proj, attention.k_proj, attention.v_proj),
+                "out": attention.o_proj.packed_bf16,
+                "gate_up": _fused(mlp.gate_proj, mlp.up_proj),
+                "down": mlp.down_proj.packed_bf16,
+            }
+            for name, tensor in weights.items():
+                setattr(entry, name, tensor.data_ptr())
+                if name not in ("norm_in", "norm_mlp"):
+                    setattr(entry, f"{name}_blocks", tensor.shape[0])
+                self.kept.append(tensor)
+            entry.eps_in, entry.eps_mlp = norm_in.variance_epsilon, norm_mlp.variance_epsilon
+            entry.scale = attention.scaling
+        self.table = table
+        self.qkv_columns = table[0].qkv_blocks * BLOCK
         self.norm, self.head = inner.norm, model.lm_head.packed_bf16
 
     def applies(self, rows: int) -> bool:
@@ -146,7 +149,7 @@ class LlamaStep:
     def __call__(
         self, cache: Any, tokens: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor
     ) -> torch.Tensor:
-        rows, heads, kv_heads, dim = len(tokens), self.heads, self.kv_heads, self.head_dim
+        rows, count = len(tokens), len(self.table)
         threads = torch.get_num_threads()
         hidden = self.embeddings[tokens].float().contiguous()  # a copy: the layers update it in place
         # transformers' rotary table for these positions (LlamaRotaryEmbedding), for all layers
@@ -156,49 +159,34 @@ class LlamaStep:
         sin = (angles.sin() * self.attention_scaling).contiguous()
         # 1 where a row attends; none where no row is padded
         mask = None if bool(attention_mask.all()) else attention_mask.to(torch.uint8).contiguous()
-        qkv = hidden.new_empty(rows, self.layers[0].qkv.shape[0] * BLOCK)
-        k_at, v_at = heads * dim, (heads + kv_heads) * dim
-        for index, layer in enumerate(self.layers):
-            self.layer_in(
-                rows, self.width, hidden.data_ptr(), layer.norm_in.data_ptr(), layer.eps_in,
-                layer.qkv.data_ptr(), layer.qkv.shape[0], qkv.data_ptr(),
-                heads, kv_heads, dim, cos.data_ptr(), sin.data_ptr(), threads,
-            )  # fmt: skip
-            key = qkv[:, k_at:v_at].view(rows, kv_heads, 1, dim)
-            value = qkv[:, v_at : v_at + kv_heads * dim].view(rows, kv_heads, 1, dim)
-            keys, values = (_laid_out(t) for t in cache.layers[index].update(key, value))
-            self.layer_out(
-                rows, self.width, hidden.data_ptr(), qkv.data_ptr(), layer.qkv.shape[0],
-                keys.data_ptr(), values.data_ptr(), keys.stride(1) // dim, keys.shape[2],
-                None if mask is None else mask.data_ptr(), layer.scale, heads, kv_heads, dim,
-                layer.out.data_ptr(), layer.out.shape[0], layer.norm_mlp.data_ptr(), layer.eps_mlp,
-                layer.gate_up.data_ptr(), layer.gate_up.shape[0], self.intermediate,
-                layer.down.data_ptr(), layer.down.shape[0], threads,
-            )  # fmt: skip
+        rooms = [layer.room(1) for layer in cache.layers[:count]]
+        length = rooms[0][2]
+        if any(room[2] != length for room in rooms):
+            raise ValueError(
+                f"cache layers hold {sorted({room[2] for room in rooms})} positions, not one count"
+            )
+        self.layers_call(
+            rows, self.width, hidden.data_ptr(), ctypes.addressof(self.table), count,
+            self.heads, self.kv_heads, self.head_dim, self.intermediate, cos.data_ptr(), sin.data_ptr(),
+            (ctypes.c_void_p * count)(*(keys.data_ptr() for keys, _, _ in rooms)),
+            (ctypes.c_void_p * count)(*(values.data_ptr() for _, values, _ in rooms)),
+            (ctypes.c_int64 * count)(*(keys.shape[2] for keys, _, _ in rooms)),
+            length, None if mask is None else mask.data_ptr(), threads,
+        )  # fmt: skip
+        for layer in cache.layers[:count]:
+            layer.advance(1)
         logits = _product(_rms(self.norm, hidden), self.head, threads)
         return logits[:, : self.vocabulary]
 
 
-class _Layer(NamedTuple):
-    norm_in: torch.Tensor
-    eps_in: float
-    qkv: torch.Tensor  # packed: blocks x in x 32
-    out: torch.Tensor
-    norm_mlp: torch.Tensor
-    eps_mlp: float
-    gate_up: torch.Tensor
-    down: torch.Tensor
-    scale: float
+class _LayerTable(ctypes.Structure):
+    """llama_layer.c's ``llama_layer_t``: a layer's weights (addresses) and constants."""
 
-
-def _laid_out(states: torch.Tensor) -> torch.Tensor:
-    """A cache's keys or values (rows x heads x length x dim) as llama_layer.c reads them: rows
-    of a buffer rows x heads x capacity x dim (the in-place cache's view), else a copy."""
-    _, heads, _, dim = states.shape
-    capacity = states.stride(1) // dim if dim else 0
-    if states.stride()[1:] == (capacity * dim, dim, 1) and states.stride(0) == heads * capacity * dim:
-        return states
-    return states.contiguous()
+    _fields_ = [
+        *((name, ctypes.c_void_p) for name in ("norm_in", "norm_mlp", "qkv", "out", "gate_up", "down")),
+        *((f"{name}_blocks", ctypes.c_int64) for name in ("qkv", "out", "gate_up", "down")),
+        *((name, ctypes.c_float) for name in ("eps_in", "eps_mlp", "scale")),
+    ]
 
 
 def _rms(norm: Any, x: torch.Tensor) -> torch.Tensor:

@@ -121,3 +121,24 @@ def test_every_cache_edit_leaves_the_layer_as_transformers_would() -> None:
     theirs.crop(-theirs.get_seq_length())
     assert ours.get_seq_length() == theirs.get_seq_length() == 0
     step(2, 4)
+
+
+def test_room_and_advance_append_as_update_does_across_growth() -> None:
+    config = _llama().config
+    written, updated = GrowingCache(config=config), GrowingCache(config=config)
+    torch.manual_seed(1)
+    first = torch.randn(3, 2, 5, 8), torch.randn(3, 2, 5, 8)
+    written.layers[0].update(*first)
+    updated.layers[0].update(*first)
+    for step in range(ROOM + 3):  # past the buffers' room: they grow and keep what they held
+        key, value = torch.randn(3, 2, 1, 8), torch.randn(3, 2, 1, 8)
+        keys, values, length = written.layers[0].room(1)
+        assert length == 5 + step and keys.shape[2] > length and keys.is_contiguous()
+        keys[:, :, length], values[:, :, length] = key[:, :, 0], value[:, :, 0]
+        written.layers[0].advance(1)
+        want = updated.layers[0].update(key, value)
+        assert torch.equal(written.layers[0].keys, want[0])
+        assert torch.equal(written.layers[0].values, want[1])
+    written.layers[0].batch_select_indices(torch.tensor([2, 0]))  # rows leave: room keeps working
+    keys, _, length = written.layers[0].room(1)
+    assert keys.shape[:2] == (2, 2) and length == 5 + ROOM + 3
