@@ -23,6 +23,7 @@ void bf16_linear(const float *x, int64_t rows, int64_t k, const uint16_t *packed
 
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef int32_t i32x16 __attribute__((vector_size(64)));
+typedef uint32_t u32x16 __attribute__((vector_size(64)));
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x4 __attribute__((vector_size(16)));
 
@@ -57,7 +58,9 @@ static f32x16 exp16(f32x16 x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  i32x16 bits = (i32x16)p + (__builtin_convertvector(n, i32x16) << 23);
+  /* 2^n in the exponent field, shifted unsigned (a negative n shifted signed is undefined in C) */
+  u32x16 scaled = (u32x16)__builtin_convertvector(n, i32x16) << 23;
+  i32x16 bits = (i32x16)p + (i32x16)scaled;
   return (f32x16)bits;
 }
 
@@ -223,11 +226,13 @@ void llama_layers(int64_t rows, int64_t width, float *hidden, const llama_layer_
                   int64_t count, int64_t heads, int64_t kv_heads, int64_t dim, int64_t intermediate,
                   const float *cos, const float *sin, float *const *keys, float *const *values,
                   const int64_t *capacity, int64_t length, const uint8_t *mask, int threads) {
-  const llama_layer_t *widest = layers;
-  float *qkv = malloc(sizeof(float) * rows * widest->qkv_blocks * BLOCK);
-  int64_t stride = widest->qkv_blocks * BLOCK;
+  int64_t widest = 0;
+  for (int64_t l = 0; l < count; ++l)
+    if (layers[l].qkv_blocks > widest) widest = layers[l].qkv_blocks;
+  float *qkv = malloc(sizeof(float) * rows * widest * BLOCK);
   for (int64_t l = 0; l < count; ++l) {
     const llama_layer_t *layer = layers + l;
+    int64_t stride = layer->qkv_blocks * BLOCK;
     attention_in(rows, width, hidden, layer->norm_in, layer->eps_in, layer->qkv, layer->qkv_blocks,
                  qkv, heads, kv_heads, dim, cos, sin, threads);
     for (int64_t r = 0; r < rows; ++r)

@@ -160,11 +160,8 @@ class LlamaStep:
         # 1 where a row attends; none where no row is padded
         mask = None if bool(attention_mask.all()) else attention_mask.to(torch.uint8).contiguous()
         rooms = [layer.room(1) for layer in cache.layers[:count]]
+        _check(rooms, count, (rows, self.kv_heads, self.head_dim), attention_mask)
         length = rooms[0][2]
-        if any(room[2] != length for room in rooms):
-            raise ValueError(
-                f"cache layers hold {sorted({room[2] for room in rooms})} positions, not one count"
-            )
         self.layers_call(
             rows, self.width, hidden.data_ptr(), ctypes.addressof(self.table), count,
             self.heads, self.kv_heads, self.head_dim, self.intermediate, cos.data_ptr(), sin.data_ptr(),
@@ -177,6 +174,27 @@ class LlamaStep:
             layer.advance(1)
         logits = _product(_rms(self.norm, hidden), self.head, threads)
         return logits[:, : self.vocabulary]
+
+
+def _check(
+    rooms: list[tuple[torch.Tensor, torch.Tensor, int]],
+    count: int,
+    shape: tuple[int, int, int],
+    attention_mask: torch.Tensor,
+) -> None:
+    """What llama_layer.c takes on trust (it writes into the buffers, reads the mask by offset)."""
+    lengths = {length for _, _, length in rooms}
+    if len(rooms) != count or len(lengths) != 1:
+        raise ValueError(f"the cache has {len(rooms)} of {count} layers, holding {sorted(lengths)} positions")
+    for keys, values, _ in rooms:
+        for buffer in (keys, values):
+            rows, heads, _, dim = buffer.shape
+            if (rows, heads, dim) != shape or buffer.dtype != torch.float32 or not buffer.is_contiguous():
+                raise ValueError(
+                    f"a cache buffer of {tuple(buffer.shape)} {buffer.dtype}, not {shape} float32"
+                )
+    if tuple(attention_mask.shape) != (shape[0], lengths.pop() + 1):
+        raise ValueError(f"the attention mask is {tuple(attention_mask.shape)}, not rows x (cache + 1)")
 
 
 class _LayerTable(ctypes.Structure):

@@ -142,3 +142,13 @@ def test_room_and_advance_append_as_update_does_across_growth() -> None:
     written.layers[0].batch_select_indices(torch.tensor([2, 0]))  # rows leave: room keeps working
     keys, _, length = written.layers[0].room(1)
     assert keys.shape[:2] == (2, 2) and length == 5 + ROOM + 3
+
+
+def test_room_after_a_cache_edit_is_whole_buffers_holding_what_it_held() -> None:
+    layer = GrowingCache(config=_llama().config).layers[0]
+    layer.update(torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8))
+    layer.crop(-2)  # transformers' edit (assisted decoding): the layer adopts a view of its buffer
+    held = layer.keys.clone(), layer.values.clone()
+    keys, values, length = layer.room(1)
+    assert length == 4 and keys.shape[2] > 4 and keys.is_contiguous() and values.is_contiguous()
+    assert torch.equal(keys[:, :, :4], held[0]) and torch.equal(values[:, :, :4], held[1])

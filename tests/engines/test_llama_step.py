@@ -12,6 +12,7 @@ import torch
 
 from ptfactory.engines.base import SamplingParams
 from ptfactory.engines.decoding import decode
+from ptfactory.engines.kv_cache import ROOM
 from ptfactory.engines.llama_step import LlamaStep, llama_step
 from ptfactory.engines.packed_linear import ROWS, pack_linears
 from ptfactory.engines.transformers_engine import TransformersEngine
@@ -27,9 +28,11 @@ QUESTIONS = (
 )
 
 
-# how far the step's logits may lie from transformers' (measured at a first step: SmolLM2 6e-5, the
-# random Llamas 1e-7); a wrong sum, position or head is off by whole units
+# how far the step's logits may lie from transformers' (measured at a first step: SmolLM2 6e-5, its
+# logits up to ~30; the random Llamas 1e-7, theirs ~0.1, where a wrong head or rotation moves them
+# by 1e-4 or more)
 LOGITS_APART = 1e-3
+RANDOM_APART = 1e-5
 
 
 def _apart(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -140,11 +143,13 @@ def _packed_random_llama(**overrides: Any) -> Any:
         {"num_key_value_heads": 4},
         {"num_key_value_heads": 2},
         {"num_key_value_heads": 2, "tie_word_embeddings": True},
+        {"num_key_value_heads": 4, "head_dim": 24},
     ],
-    ids=["no GQA", "GQA, head_dim apart from hidden/heads", "GQA, tied head"],
+    ids=["no GQA", "GQA, head_dim apart from hidden/heads", "GQA, tied head", "head_dim 24 (dot's tail)"],
 )
 def test_other_llama_shapes_get_transformers_logits(overrides: dict[str, Any]) -> None:
-    model = _packed_random_llama(head_dim=16, **overrides)  # 4 heads of 16 over a hidden size of 32
+    # 4 heads of 16 (or 24) over a hidden size of 32
+    model = _packed_random_llama(**{"head_dim": 16, **overrides})
     step = llama_step(model)
     assert step is not None
     torch.manual_seed(2)
@@ -160,13 +165,16 @@ def test_other_llama_shapes_get_transformers_logits(overrides: dict[str, Any]) -
             return logits.argmax(-1)
 
         with torch.inference_mode():
-            tokens = decode(model, ids[rows], mask[rows], max_new_tokens=12, pick=pick, eos=set(), step=use)
+            # past the cache's room (ROOM): the step writes into grown buffers too
+            tokens = decode(
+                model, ids[rows], mask[rows], max_new_tokens=ROOM + 8, pick=pick, eos=set(), step=use
+            )
         return tokens, seen
 
     for rows in (slice(None), slice(0, 1)):
         fast, plain = run(step, rows), run(None, rows)
         assert fast[0] == plain[0]
-        assert max(_apart(a, b) for a, b in zip(fast[1], plain[1], strict=True)) < LOGITS_APART
+        assert max(_apart(a, b) for a, b in zip(fast[1], plain[1], strict=True)) < RANDOM_APART
     assert llama_step(model) is step  # made once: its weights are the layers' (fused once)
 
 
