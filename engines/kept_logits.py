@@ -120,11 +120,55 @@ def kept_logprobs(model: Any, input_ids: Any, mask: Any, keep: Any, targets: Any
     import torch
 
     if sliced_head_fits(model):
-        hidden = model.get_decoder()(input_ids=input_ids, attention_mask=mask).last_hidden_state
-        return head_logprobs(model, hidden[keep], targets)
+        return head_logprobs(model, kept_hidden(model, input_ids, mask, keep), targets)
     logits = kept_logits(model, input_ids, mask, keep).float()
     # log-softmax at the target alone: no second vocabulary-wide tensor
     return logits.gather(1, targets[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
+
+
+def kept_hidden(model: Any, input_ids: Any, mask: Any, keep: Any) -> Any:
+    """The decoder's last hidden states at the kept positions of a right-padded batch.
+
+    Where the rows open alike (a chat template's system prompt: the conditioned pass of IFD, the
+    judges' prompts) and that saves ``decoding.SHARED_MIN`` token-rows, the opening runs once at
+    one row, its keys and values are copied to every row, and then each row's rest runs, as the
+    decoding loop's prefill does (engines/decoding.py); the same values up to the order of the
+    products' sums. The opening ends before the first kept position of any row."""
+    import inspect
+
+    import torch
+
+    from ptfactory.engines import decoding
+    from ptfactory.engines.kv_cache import GrowingCache
+
+    decoder = model.get_decoder()
+    rows = len(input_ids)
+    texts = [ids[: int(n)].tolist() for ids, n in zip(input_ids, mask.sum(-1), strict=True)]
+    first_kept = int(keep.int().argmax(-1).min()) if rows else 0
+    opening = min(decoding._common_opening(texts), first_kept) if rows else 0
+    cache = GrowingCache(config=model.config)
+    if opening * (rows - 1) < decoding.SHARED_MIN or not cache.keeps_everything:
+        return decoder(input_ids=input_ids, attention_mask=mask).last_hidden_state[keep]
+    # transformers 5.24 names the cache argument ``cache``; earlier ones ``past_key_values``
+    cache_arg = "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
+    device = input_ids.device
+    decoder(
+        input_ids=input_ids[:1, :opening],
+        attention_mask=mask[:1, :opening],
+        position_ids=torch.arange(opening, device=device)[None],
+        use_cache=True,
+        **{cache_arg: cache},
+    )
+    cache.batch_select_indices(torch.zeros(rows, dtype=torch.long, device=device))
+    width = input_ids.shape[1] - opening
+    hidden = decoder(
+        input_ids=input_ids[:, opening:],
+        attention_mask=mask,  # the opening's positions and the rest's, right-padded as before
+        position_ids=(opening + torch.arange(width, device=device))[None].expand(rows, width),
+        use_cache=True,
+        **{cache_arg: cache},
+    ).last_hidden_state
+    return hidden[keep[:, opening:]]
 
 
 def head_logprobs(model: Any, hidden: Any, targets: Any) -> Any:

@@ -68,7 +68,7 @@ __all__ = ["TransformersEngine"]
 
 # Bumped when this engine's outputs change for the same request (e.g. how sampling is seeded),
 # so the cache does not serve the old behaviour's answers.
-REVISION = "6"  # 6: the Llama step in C (engines/llama_step.py), its sums in another order
+REVISION = "6"  # 6: the Llama step in C, scoring's shared openings: sums in another order
 
 
 def _stops(params: SamplingParams) -> tuple[str, ...]:

@@ -1,6 +1,7 @@
 """Prompts that open alike (a chat template's system prompt) prefill that opening once
 (engines/decoding.py, ``_prefill``): each row then generates what it generates with the batch
-prefilled whole, on the bundled SmolLM2 and on random models."""
+prefilled whole, on the bundled SmolLM2 and on random models; scoring runs it once too
+(engines/kept_logits.py, ``kept_hidden``)."""
 
 from __future__ import annotations
 
@@ -115,3 +116,34 @@ def test_a_sliding_window_model_prefills_its_batch_whole(monkeypatch: pytest.Mon
     widths = _prefill_widths(model, monkeypatch)
     _decode(model, ids, torch.ones_like(ids), max_new_tokens=3, eos=set())
     assert widths == [(3, 41)]
+
+
+def test_scoring_runs_the_shared_opening_once_with_the_same_logprobs(
+    smollm2: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # float32 scoring: the reference values (bfloat16 scoring rounds each product alike)
+    engine = TransformersEngine(model_id="smollm2", model_path=str(smollm2), threads=2, score_dtype="float32")
+    model, _ = engine._load()
+    decoder = model.get_decoder()
+    widths: list[tuple[int, int]] = []
+    forward = decoder.forward
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        widths.append(tuple(kwargs["input_ids"].shape))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(decoder, "forward", counted)
+    prompts = [[{"role": "user", "content": p}] for p in PROMPTS]
+    answers = ["No.", "Blue.", "The sea is wide. It is deep. It is blue.", "4", "Light scatters."]
+    engine.score_batch_size = len(PROMPTS)
+    engine._score(prompts[:1], answers[:1])  # the head's probe (kept_logits.sliced_head_fits) once
+    widths.clear()
+    shared = engine._score(prompts, answers)
+    assert [w[0] for w in widths] == [1, len(PROMPTS)] and widths[0][1] >= 20  # the opening, then the rests
+    monkeypatch.setattr(decoding, "SHARED_MIN", 10**9)
+    whole = engine._score(prompts, answers)
+    assert [w[0] for w in widths[2:]] == [len(PROMPTS)]
+    for a, b in zip(shared, whole, strict=True):
+        assert a.tokens == b.tokens
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=0)
+    engine.close()
