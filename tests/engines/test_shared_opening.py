@@ -5,6 +5,7 @@ prefilled whole, on the bundled SmolLM2 and on random models; scoring runs it on
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import torch
 
 from ptfactory.engines import decoding
 from ptfactory.engines.decoding import _common_opening, decode
+from ptfactory.engines.scoring import score_token_ids
 from ptfactory.engines.transformers_engine import TransformersEngine
 from tests.engines.test_decoding import chat_batch
 from tests.engines.test_kv_cache import _gemma3, _llama
@@ -128,6 +130,7 @@ def test_scoring_runs_the_shared_opening_once_with_the_same_logprobs(
     widths: list[tuple[int, int]] = []
     forward = decoder.forward
 
+    @functools.wraps(forward)  # its signature: kept_hidden names the cache argument from it
     def counted(*args: Any, **kwargs: Any) -> Any:
         widths.append(tuple(kwargs["input_ids"].shape))
         return forward(*args, **kwargs)
@@ -135,15 +138,28 @@ def test_scoring_runs_the_shared_opening_once_with_the_same_logprobs(
     monkeypatch.setattr(decoder, "forward", counted)
     prompts = [[{"role": "user", "content": p}] for p in PROMPTS]
     answers = ["No.", "Blue.", "The sea is wide. It is deep. It is blue.", "4", "Light scatters."]
-    engine.score_batch_size = len(PROMPTS)
+    # the same question, answers opening alike: the opening stops at the first scored position
+    prompts += [[{"role": "user", "content": "Describe the sea."}]] * 3
+    answers += ["The sea is wide.", "The sea is deep.", "The sky is blue."]
+    engine.score_batch_size = len(PROMPTS) + 3
     engine._score(prompts[:1], answers[:1])  # the head's probe (kept_logits.sliced_head_fits) once
     widths.clear()
     shared = engine._score(prompts, answers)
-    assert [w[0] for w in widths] == [1, len(PROMPTS)] and widths[0][1] >= 20  # the opening, then the rests
+    assert [w[0] for w in widths] == [1, len(prompts)] and widths[0][1] >= 20  # the opening, then the rests
     monkeypatch.setattr(decoding, "SHARED_MIN", 10**9)
     whole = engine._score(prompts, answers)
-    assert [w[0] for w in widths[2:]] == [len(PROMPTS)]
+    assert [w[0] for w in widths[2:]] == [len(prompts)]
     for a, b in zip(shared, whole, strict=True):
         assert a.tokens == b.tokens
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=0)
+    # alone, the three rows share their whole context and their answers' first tokens: the
+    # opening stops just before the first scored position (the context's last token)
+    context, _ = score_token_ids(engine._tokenizer, prompts[-1], answers[-1])
+    whole_alone = engine._score(prompts[-3:], answers[-3:])
+    monkeypatch.setattr(decoding, "SHARED_MIN", 64)
+    widths.clear()
+    shared_alone = engine._score(prompts[-3:], answers[-3:])
+    assert widths[0] == (1, len(context) - 1)
+    for a, b in zip(shared_alone, whole_alone, strict=True):
         torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=0)
     engine.close()
