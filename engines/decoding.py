@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ptfactory.engines.packed_linear import prefilling
+
 if TYPE_CHECKING:
     from ptfactory.engines.llama_step import LlamaStep as Step
 
@@ -61,13 +63,11 @@ def decode(
     (:mod:`~ptfactory.engines.llama_step`), used where it ``applies`` to the live rows.
     """
     from ptfactory.engines.kv_cache import GrowingCache
-    from ptfactory.engines.packed_linear import prefilling
 
     if max_new_tokens <= 0:
         return [[] for _ in range(len(input_ids) if expand is None else len(expand))]
     cache = GrowingCache(config=model.config)
-    # transformers 5.24 names the cache argument ``cache``; earlier ones ``past_key_values``
-    cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    cache_arg = cache_keyword(model.forward)
 
     def forward(ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return model(  # type: ignore[no-any-return]
@@ -135,18 +135,11 @@ def _prefill(
     between batch sizes)."""
     rows = len(input_ids)
     texts = [ids[mask.bool()].tolist() for ids, mask in zip(input_ids, attention_mask, strict=True)]
-    opening = _common_opening(texts)
-    # a sliding window counts cache slots, padding included: those models prefill as they were
-    if opening * (rows - 1) < SHARED_MIN or not getattr(cache, "keeps_everything", False):
+    opening = common_opening(texts)
+    if not shares_opening(opening, rows, cache):
         positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
         return forward(input_ids, attention_mask, positions), attention_mask, positions[:, -1:]
-    device = input_ids.device
-    forward(
-        torch.tensor([texts[0][:opening]], device=device),
-        attention_mask.new_ones(1, opening),
-        torch.arange(opening, device=device)[None],
-    )
-    cache.batch_select_indices(torch.zeros(rows, dtype=torch.long, device=device))
+    open_once(forward, cache, torch.tensor(texts[0][:opening], device=input_ids.device), rows)
     rests = [text[opening:] for text in texts]
     width = max(len(rest) for rest in rests)
     ids = input_ids.new_zeros(rows, width)
@@ -159,7 +152,37 @@ def _prefill(
     return forward(ids, mask, positions), mask, positions[:, -1:]
 
 
-def _common_opening(texts: Sequence[list[int]]) -> int:
+def cache_keyword(forward: Callable[..., Any]) -> str:
+    """The name ``forward`` takes its cache by: transformers 5.24 ``cache``, earlier ones
+    ``past_key_values``."""
+    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+
+
+def shares_opening(opening: int, rows: int, cache: Any) -> bool:
+    """Whether ``rows`` prompts opening with ``opening`` alike run it once: where that saves
+    ``SHARED_MIN`` token-rows, and not on models whose sliding windows count cache slots
+    (padding included: those run their batch whole)."""
+    return opening * (rows - 1) >= SHARED_MIN and bool(getattr(cache, "keeps_everything", False))
+
+
+def open_once(
+    forward: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    cache: Any,
+    opening: torch.Tensor,
+    rows: int,
+) -> None:
+    """Run ``opening`` (its tokens) once at one row through ``forward(ids, mask, positions)``
+    into ``cache``, then copy its keys and values out to ``rows`` rows."""
+    device, width = opening.device, len(opening)
+    forward(
+        opening[None],
+        torch.ones(1, width, dtype=torch.long, device=device),
+        torch.arange(width, device=device)[None],
+    )
+    cache.batch_select_indices(torch.zeros(rows, dtype=torch.long, device=device))
+
+
+def common_opening(texts: Sequence[list[int]]) -> int:
     """How many opening tokens all ``texts`` share, leaving each at least its last token (whose
     logits the prefill returns)."""
     shared = min(len(text) for text in texts) - 1

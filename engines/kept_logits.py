@@ -134,40 +134,33 @@ def kept_hidden(model: Any, input_ids: Any, mask: Any, keep: Any) -> Any:
     one row, its keys and values are copied to every row, and then each row's rest runs, as the
     decoding loop's prefill does (engines/decoding.py); the same values up to the order of the
     products' sums. The opening ends before the first kept position of any row."""
-    import inspect
-
     import torch
 
-    from ptfactory.engines import decoding
+    from ptfactory.engines.decoding import cache_keyword, common_opening, open_once, shares_opening
     from ptfactory.engines.kv_cache import GrowingCache
 
     decoder = model.get_decoder()
     rows = len(input_ids)
-    texts = [ids[: int(n)].tolist() for ids, n in zip(input_ids, mask.sum(-1), strict=True)]
-    first_kept = int(keep.int().argmax(-1).min()) if rows else 0
-    opening = min(decoding._common_opening(texts), first_kept) if rows else 0
     cache = GrowingCache(config=model.config)
-    if opening * (rows - 1) < decoding.SHARED_MIN or not cache.keeps_everything:
+    first_kept = int(keep.int().argmax(-1).min()) if rows else 0
+    opening = 0
+    if shares_opening(first_kept, rows, cache):  # the most it could share is enough: look closer
+        texts = [ids[: int(n)].tolist() for ids, n in zip(input_ids, mask.sum(-1), strict=True)]
+        opening = min(common_opening(texts), first_kept)
+    if not shares_opening(opening, rows, cache):
         return decoder(input_ids=input_ids, attention_mask=mask).last_hidden_state[keep]
-    # transformers 5.24 names the cache argument ``cache``; earlier ones ``past_key_values``
-    cache_arg = "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
-    device = input_ids.device
-    decoder(
-        input_ids=input_ids[:1, :opening],
-        attention_mask=mask[:1, :opening],
-        position_ids=torch.arange(opening, device=device)[None],
-        use_cache=True,
-        **{cache_arg: cache},
-    )
-    cache.batch_select_indices(torch.zeros(rows, dtype=torch.long, device=device))
+    keyword = cache_keyword(decoder.forward)
+
+    def forward(ids: Any, ids_mask: Any, positions: Any) -> Any:
+        return decoder(
+            input_ids=ids, attention_mask=ids_mask, position_ids=positions, use_cache=True, **{keyword: cache}
+        ).last_hidden_state
+
+    open_once(forward, cache, input_ids[0, :opening], rows)
     width = input_ids.shape[1] - opening
-    hidden = decoder(
-        input_ids=input_ids[:, opening:],
-        attention_mask=mask,  # the opening's positions and the rest's, right-padded as before
-        position_ids=(opening + torch.arange(width, device=device))[None].expand(rows, width),
-        use_cache=True,
-        **{cache_arg: cache},
-    ).last_hidden_state
+    # the whole mask: the opening's positions and the rest's, right-padded as before
+    positions = (opening + torch.arange(width, device=input_ids.device))[None].expand(rows, width)
+    hidden = forward(input_ids[:, opening:], mask, positions)
     return hidden[keep[:, opening:]]
 
 

@@ -67,7 +67,11 @@ def llama_step(model: Any) -> LlamaStep | None:
         and all(m.out_features % BLOCK == 0 for m in _linears(model)[1:])
         and heads % kv_heads == 0
     )
-    library = load(SOURCE, LAYER_SOURCE) if exact else None
+    library = (
+        load(SOURCE, LAYER_SOURCE, lost="Llama models decode through transformers' forward")
+        if exact
+        else None
+    )
     if library is None:
         return None
     layers = library.llama_layers

@@ -110,10 +110,11 @@ def kernel() -> Any | None:
     return function
 
 
-def load(*sources: Path) -> Any | None:
+def load(*sources: Path, lost: str = "float32 layers read float32 weights") -> Any | None:
     """The shared library of ``sources`` (built with the machine's compiler once per source,
-    compiler and CPU), loaded; None, with a warning, where it cannot be built."""
-    library = _build(sources)
+    compiler and CPU), loaded; None, with a warning saying what is ``lost``, where it cannot be
+    built."""
+    library = _build(sources, lost)
     if library is None:
         return None
     # OpenMP: torch has loaded its libgomp.so.1 already, so the kernel shares torch's runtime
@@ -122,16 +123,16 @@ def load(*sources: Path) -> Any | None:
     return ctypes.CDLL(str(library))
 
 
-def _build(sources: tuple[Path, ...]) -> Path | None:
+def _build(sources: tuple[Path, ...], lost: str) -> Path | None:
     """The shared library of ``sources``, built once for them, the compiler and the CPU."""
     compiler = shutil.which(os.environ.get("CC", "cc"))
     if compiler is None:
-        log.warning("no C compiler (cc): float32 layers read float32 weights (install gcc to speed them)")
+        log.warning("no C compiler (cc): %s (install gcc to speed them)", lost)
         return None
     try:
         version = subprocess.run([compiler, "--version"], capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
-        log.warning("C compiler %s does not run (%s): float32 layers read float32 weights", compiler, exc)
+        log.warning("C compiler %s does not run (%s): %s", compiler, exc, lost)
         return None
     text = b"".join(source.read_bytes() for source in sources)
     key = hashlib.sha256(text + version + " ".join(sorted(cpu_flags())).encode()).hexdigest()[:16]
@@ -150,8 +151,9 @@ def _build(sources: tuple[Path, ...]) -> Path | None:
     if built.returncode != 0:
         os.unlink(tmp)
         log.warning(
-            "cannot build %s (float32 layers read float32 weights): %s",
+            "cannot build %s (%s): %s",
             ", ".join(source.name for source in sources),
+            lost,
             built.stderr[-2000:],
         )
         return None

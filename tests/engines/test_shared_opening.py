@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from ptfactory.engines import decoding
-from ptfactory.engines.decoding import _common_opening, decode
+from ptfactory.engines.decoding import common_opening, decode
 from ptfactory.engines.scoring import score_token_ids
 from ptfactory.engines.transformers_engine import TransformersEngine
 from tests.engines.test_decoding import chat_batch
@@ -28,13 +28,13 @@ PROMPTS = [
 ]
 
 
-def test_the_common_opening_leaves_every_prompt_its_last_token() -> None:
-    assert _common_opening([[1, 2, 3, 4], [1, 2, 3, 5, 6], [1, 2, 9]]) == 2
-    assert _common_opening([[1, 2, 3], [1, 2, 3]]) == 2  # alike to the end: the last token stays
-    assert _common_opening([[1, 2, 3], [1, 2, 3, 4]]) == 2  # one a prefix of another
-    assert _common_opening([[7, 2], [1, 2]]) == 0
-    assert _common_opening([[5], [5, 6]]) == 0
-    assert _common_opening([[1, 2, 3]]) == 2
+def test_thecommon_opening_leaves_every_prompt_its_last_token() -> None:
+    assert common_opening([[1, 2, 3, 4], [1, 2, 3, 5, 6], [1, 2, 9]]) == 2
+    assert common_opening([[1, 2, 3], [1, 2, 3]]) == 2  # alike to the end: the last token stays
+    assert common_opening([[1, 2, 3], [1, 2, 3, 4]]) == 2  # one a prefix of another
+    assert common_opening([[7, 2], [1, 2]]) == 0
+    assert common_opening([[5], [5, 6]]) == 0
+    assert common_opening([[1, 2, 3]]) == 2
 
 
 def _decode(
@@ -72,7 +72,7 @@ def test_the_bundled_model_prefills_the_system_prompt_once_and_answers_as_before
     encoded = chat_batch(tokenizer, PROMPTS)
     ids, mask = encoded["input_ids"], encoded["attention_mask"]
     texts = [row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True)]
-    opening = _common_opening(texts)
+    opening = common_opening(texts)
     assert opening >= 20  # the template's system prompt and the user turn's start
     eos = {tokenizer.eos_token_id, tokenizer.pad_token_id}
     settings = {"max_new_tokens": 40, "eos": eos, "step": engine._step}
