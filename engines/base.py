@@ -165,20 +165,41 @@ class Engine(ABC):
     supports_json_schema = False
     native_tool_calls = False  # the backend returns parsed ``tool_calls`` (then no JSON constraint)
 
+    def identity(self) -> dict[str, str]:
+        """What decides this engine's numbers: the backend, its library and version, the model and
+        its weights, the compute type and the device. The cache key holds exactly these facts, so
+        one backend is never served another's answers, nor a model retrained in place its old
+        weights' answers; manifests and judge calibration key on the same dict."""
+        return {
+            "backend": self.backend,
+            "library": self.library(),
+            "revision": self.engine_version(),
+            "model": self.model_id,
+            "weights": self.weights_fingerprint(),
+            "compute_type": self.quantization(),
+            "device": self.device_name(),
+        }
+
     def cache_identity(self) -> str:
-        """What, besides the request, decides an answer: the model (a local folder's weights too),
-        the backend, its quantization and version. Part of every cache key, so one backend is never
-        served another's answers, nor a model retrained in place its old weights' answers."""
-        parts = [self.model_id, self.backend, self.quantization(), self.engine_version()]
-        folder = self.weights_folder()
-        if folder is not None:
-            parts.append(folder_fingerprint(folder))
-        return json.dumps(parts, separators=(",", ":"))
+        """:meth:`identity` as canonical JSON: part of every cache key."""
+        return json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
 
     def weights_folder(self) -> Path | None:
         """The local folder the weights load from, if any (not a hub id, a server or a bundled
         model, whose package version fixes its weights)."""
         return None
+
+    def weights_fingerprint(self) -> str:
+        """A short fingerprint of the weights, or "" where the model id alone names them."""
+        folder = self.weights_folder()
+        return folder_fingerprint(folder) if folder is not None else ""
+
+    def library(self) -> str:
+        """The inference library and its version (``name==version``)."""
+        return "none"
+
+    def device_name(self) -> str:
+        return "cpu"
 
     def quantization(self) -> str:
         return "none"

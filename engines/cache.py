@@ -6,6 +6,10 @@ canonical JSON, where the identity is the model, backend, quantization and engin
 backend's answers; its answer is stored as JSON in SQLite (WAL mode, so readers never block the writer
 and several processes can share it). Engines write each finished chunk at once: after a
 crash, a rerun finds everything that finished and sends only the rest.
+
+What is stored is a key (a hash) and the answer, never the request. The requests themselves carry
+no raw personal data or secret: seeds are redacted before they are staged, and the ``openai``
+backend redacts every request before it is sent and before its key is made (``OpenAIEngine.redact``).
 """
 
 from __future__ import annotations

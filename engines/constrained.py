@@ -1,5 +1,5 @@
 """JSON-schema grammars for the embedded engine's constrained replies: one matcher per reply masks
-every token the schema does not allow next (:mod:`~ptfactory.engines.row_picker`).
+every token the schema does not allow next (:mod:`~ptfactory.engines.processors`).
 
 llguidance: 3 MB, no dependencies; xgrammar pulls in triton, ~1 GB on a CPU box;
 lm-format-enforcer 0.11 does not import with transformers 5; outlines-core builds a regex index

@@ -1,5 +1,5 @@
-"""The embedded default engine: CTranslate2 on the CPU (bench/engines.py chose it: the fastest
-engine whose greedy outputs and scores agree with transformers on the same weights).
+"""CTranslate2 on the CPU (``backend: ctranslate2``): greedy chat and scoring of Llama-family models
+through CTranslate2's own API (docs/engines.md has its figures beside the default's).
 
 - Greedy chat (``temperature: 0``), ``score`` and ``choice_logprobs`` run on CTranslate2, in
   batches of prompts of similar length.
@@ -14,8 +14,8 @@ engine whose greedy outputs and scores agree with transformers on the same weigh
   transformers' ``stop_strings``; the text is cut before the stop.
 
 Weights: the model's float32 conversion (:mod:`~ptfactory.engines.ct2_models`), computed in
-``dtype`` (``auto``: float32; int8 and int8_float32 are faster but change greedy outputs, see
-the README's engines table).
+``dtype`` (``auto``: float32; int8 and int8_float32 are faster but move scores, see
+docs/engines.md), which is in the cache key and :meth:`identity`.
 """
 
 from __future__ import annotations
@@ -27,14 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from ptfactory.engines.base import Completion, Conversation, Engine, Prompt, SamplingParams, TokenLogprobs
-from ptfactory.engines.packed_linear import wants_packing
 from ptfactory.engines.scoring import score_token_ids
-from ptfactory.engines.weights import local_folder
+from ptfactory.engines.weights import local_folder, model_fingerprint
 from ptfactory.errors import EngineError
 
 __all__ = ["CTranslate2Engine"]
 
-_REVISION = "1"
+_REVISION = "2"  # 2: the delegate is plain transformers
 _COMPUTE_TYPES = ("float32", "int8", "int8_float32")
 _FORWARD_FLOATS = 64 * 1024 * 1024  # logits held at once by choice_logprobs (256 MB of float32)
 
@@ -47,7 +46,6 @@ class CTranslate2Engine(Engine):
     dtype: str = "auto"  # the compute type
     threads: int | None = None
     streams: int | None = None  # its transformers delegate's (engines/streams.py)
-    packed_weights: bool | None = None  # its transformers delegate's (engines/packed_linear.py)
 
     backend = "ctranslate2"
     supports_json_schema = True  # served by the transformers delegate
@@ -66,14 +64,19 @@ class CTranslate2Engine(Engine):
     def weights_folder(self) -> Path | None:
         return local_folder(self.model_path)
 
+    def weights_fingerprint(self) -> str:
+        return model_fingerprint(self.model_path)
+
+    def library(self) -> str:
+        return f"ctranslate2=={importlib.metadata.version('ctranslate2')}"
+
     def engine_version(self) -> str:
         # sampled and constrained answers come from the transformers delegate: its versions count too
         from ptfactory.engines.transformers_engine import REVISION as delegate
 
         names = ("ctranslate2", "transformers", "torch")
         versions = " ".join(f"{n}={importlib.metadata.version(n)}" for n in names)
-        packed = " packed=bf16" if wants_packing("cpu", "float32", self.packed_weights) else ""
-        return f"r{_REVISION}.{delegate} {versions}{packed}"
+        return f"r{_REVISION}.{delegate} {versions}"
 
     def _load(self) -> tuple[Any, Any]:
         if self._generator is None:
@@ -125,8 +128,6 @@ class CTranslate2Engine(Engine):
                 score_batch_size=self.score_batch_size,
                 threads=self.threads,
                 streams=self.streams,
-                packed_weights=self.packed_weights,
-                score_dtype="float32",  # it never scores (ctranslate2 does): no bfloat16 copies
             )
         return self._delegate
 

@@ -33,7 +33,6 @@ __all__ = [
     "ct2_model_dir",
     "hf_folder",
     "import_ctranslate2",
-    "stores_bfloat16",
     "supports_ct2",
 ]
 
@@ -83,16 +82,6 @@ def _config(folder: Path) -> dict[str, Any]:
 
 def _architectures(folder: Path) -> list[str]:
     return list(_config(folder).get("architectures") or [])
-
-
-def stores_bfloat16(model: str) -> bool:
-    """Whether the model's weights are bfloat16 values (a bundled model, or a folder whose config
-    says it was saved in bfloat16): float32 layers can then read packed bfloat16 copies
-    (engines/packed_linear.py). Read from config files only."""
-    if model in BUNDLED:
-        return True  # bundled.py saves them in bfloat16
-    settings = _config(Path(model).expanduser())
-    return bool((settings.get("dtype") or settings.get("torch_dtype")) == "bfloat16")
 
 
 def broken_on_ct2(model: str) -> str | None:

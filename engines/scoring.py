@@ -13,7 +13,7 @@ from typing import Any
 from ptfactory.engines.base import Prompt
 from ptfactory.errors import EngineError
 
-__all__ = ["right_padded", "score_token_ids"]
+__all__ = ["left_padded", "score_token_ids"]
 
 
 def score_token_ids(tokenizer: Any, prompt: Prompt, continuation: str) -> tuple[list[int], list[int]]:
@@ -42,20 +42,20 @@ def score_token_ids(tokenizer: Any, prompt: Prompt, continuation: str) -> tuple[
     return context, list(tokenizer(continuation, add_special_tokens=False)["input_ids"])
 
 
-def right_padded(pairs: list[tuple[list[int], list[int]]], pad: int) -> tuple[Any, Any, Any, Any]:
-    """``(input_ids, attention_mask, keep, targets)`` for a batch of ``(context, continuation_ids)``:
-    rows padded on the right (causal attention: no real token sees the padding after it); ``keep``
-    marks the positions whose next-token distribution is read, each continuation's and nothing
-    else; ``targets`` the continuations' tokens in that order."""
+def left_padded(pairs: list[tuple[list[int], list[int]]], pad: int) -> tuple[Any, Any, Any, int]:
+    """``(input_ids, attention_mask, position_ids, keep)`` for a batch of ``(context,
+    continuation_ids)``: rows padded on the left, so every continuation ends its row; positions
+    count real tokens only (as ``generate`` numbers a left-padded batch); the last ``keep``
+    positions (the longest continuation, plus the position before it) predict every row's
+    continuation, so ``logits_to_keep=keep`` is all scoring asks of the vocabulary head."""
     import torch
 
     rows = [context + cont for context, cont in pairs]
     width = max(map(len, rows))
     input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
-    keep = torch.zeros((len(rows), width), dtype=torch.bool)
-    for row, (context, cont) in enumerate(pairs):
-        input_ids[row, : len(rows[row])] = torch.tensor(rows[row])
-        mask[row, : len(rows[row])] = 1
-        keep[row, len(context) - 1 : len(context) + len(cont) - 1] = True
-    return input_ids, mask, keep, torch.tensor([t for _, cont in pairs for t in cont])
+    for row, tokens in enumerate(rows):
+        input_ids[row, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
+        mask[row, width - len(tokens) :] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    return input_ids, mask, positions, max(len(cont) for _, cont in pairs) + 1

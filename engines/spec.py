@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ptfactory.engines.base import Engine
 from ptfactory.engines.bundled import bundled_name
 from ptfactory.engines.cache import ResponseCache
 
-__all__ = ["EngineSpec", "build_engine", "resolved_backend"]
+__all__ = ["DEFAULT_BACKEND", "REMOVED_KEYS", "EngineSpec", "build_engine", "resolved_backend"]
+
+# What ``backend: auto`` runs (docs/engines.md: chosen by bench/engines.py)
+DEFAULT_BACKEND = "transformers"
+# Settings of the former hand-written CPU runtime, and what took their place
+REMOVED_KEYS = {
+    "packed_weights": "the embedded engine reads the model's own weights in float32 on every CPU "
+    "(dtype sets the compute type)",
+    "score_dtype": "scoring runs in the engine's dtype (dtype sets the compute type, float32 by default)",
+}
 
 
 class EngineSpec(BaseModel):
@@ -21,9 +30,9 @@ class EngineSpec(BaseModel):
 
     backend: Literal["auto", "ctranslate2", "transformers", "vllm", "openai"] = Field(
         "auto",
-        description="auto: ctranslate2 where it runs the model (the bundled SmolLM2, local Llama-family "
-        "folders), else transformers; transformers also where it reads a bfloat16 model's weights "
-        "packed (float32 on an AVX-512 CPU: faster there)",
+        description="auto: the embedded default, transformers (float32 on every CPU; docs/engines.md "
+        "says why); ctranslate2 runs greedy chat and scoring of Llama-family models on CTranslate2 "
+        "(sampled and JSON-constrained requests on transformers); vllm and openai for GPUs and servers",
     )
     model: str = Field(
         "bundled",
@@ -47,8 +56,9 @@ class EngineSpec(BaseModel):
     device: str = "cpu"
     dtype: str = Field(
         "auto",
-        description="auto: float32 on CPU, bfloat16 on GPU (transformers); ctranslate2 also takes "
-        "int8 and int8_float32 (faster, but greedy outputs drift from float32)",
+        description="the compute type, part of every cache key: auto is float32 on a CPU (the same "
+        "on every instruction set), bfloat16 on a GPU (transformers); ctranslate2 also takes int8 "
+        "and int8_float32 (faster, but scores drift from float32 and between CPUs)",
     )
     threads: int | None = Field(None, gt=0)
     streams: int | None = Field(
@@ -58,20 +68,18 @@ class EngineSpec(BaseModel):
         "cores; default 2 on a CPU with 2+ threads (a few-row decoding step leaves a second core "
         "idle), 1 on a GPU",
     )
-    packed_weights: bool | None = Field(
-        None,
-        description="transformers, float32 on a CPU: layers whose weights are bfloat16 values read a "
-        "packed bfloat16 copy at a few rows (half the bytes a decoding step streams; the same values). "
-        "Default: on where the CPU has AVX-512",
-    )
-    score_dtype: Literal["auto", "float32", "bfloat16"] = Field(
-        "auto",
-        description="transformers, float32 on a CPU: scoring's matrix products (IFD, likelihood "
-        "and probability judges) in bfloat16 on exact copies of the layers whose weights are "
-        "bfloat16 values: 2x the IFD rows/s on an AMX CPU, the same ranking (Spearman 0.999), "
-        "log-probabilities a few hundredths apart; generation stays float32. auto: bfloat16 where "
-        "the CPU has bfloat16 units (AMX, AVX512-BF16)",
-    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_keys(cls, data: Any) -> Any:
+        """Keys of the hand-written CPU runtime (issue 40) fail with what replaced them, rather than
+        as unknown keys."""
+        if isinstance(data, dict):
+            for key, instead in REMOVED_KEYS.items():
+                if key in data:
+                    raise ValueError(f"'{key}' was removed: {instead}; delete it")
+        return data
+
     # vllm
     tensor_parallel_size: int = Field(1, gt=0)
     enforce_eager: bool = False
@@ -96,20 +104,9 @@ class EngineSpec(BaseModel):
 
 
 def resolved_backend(spec: EngineSpec) -> str:
-    """The backend a spec runs on: ``auto`` is ctranslate2 where it runs the model on the CPU, unless
-    transformers reads the model's weights packed (faster there)."""
-    if spec.backend != "auto":
-        return spec.backend
-    from ptfactory.engines.ct2_models import stores_bfloat16, supports_ct2
-    from ptfactory.engines.packed_linear import wants_packing
-
-    if spec.device != "cpu" or not supports_ct2(spec.model):
-        return "transformers"
-    # where float32 layers read packed bfloat16 weights, transformers generates and scores faster
-    # than ctranslate2 float32 (README, Benchmarks: 2.9x its greedy tokens/s at batch 8, 1.13x IFD)
-    dtype = "float32" if spec.dtype == "auto" else spec.dtype
-    packs = wants_packing(spec.device, dtype, spec.packed_weights) and stores_bfloat16(spec.model)
-    return "transformers" if packs else "ctranslate2"
+    """The backend a spec runs on: ``auto`` is :data:`DEFAULT_BACKEND`, on every CPU and model
+    (chosen by bench/engines.py, docs/engines.md)."""
+    return DEFAULT_BACKEND if spec.backend == "auto" else spec.backend
 
 
 def build_engine(spec: EngineSpec, cache_path: Path | None) -> Engine:
@@ -128,7 +125,6 @@ def build_engine(spec: EngineSpec, cache_path: Path | None) -> Engine:
             dtype=spec.dtype,
             threads=spec.threads,
             streams=spec.streams,
-            packed_weights=spec.packed_weights,
         )
     if backend == "transformers":
         from ptfactory.engines.transformers_engine import TransformersEngine
@@ -144,8 +140,6 @@ def build_engine(spec: EngineSpec, cache_path: Path | None) -> Engine:
             dtype=spec.dtype,
             threads=spec.threads,
             streams=spec.streams,
-            packed_weights=spec.packed_weights,
-            score_dtype=spec.score_dtype,
         )
     if backend == "vllm":
         from ptfactory.engines.vllm_engine import VLLMEngine

@@ -5,8 +5,8 @@ rows is a chain of narrow matrix-vector products, each too small for two threads
 and between them come the attention, the cache update and Python's own work, all serial. Two
 batches on one thread each keep both cores busy. Measured on 2 cores with the bundled SmolLM2
 (two batches, one after the other on 2 threads, against side by side on 1 thread each): 1.6x at 2
-rows a batch, 1.3x at 8, 1.2x at 16 and for a prefill of 16 x 181 tokens; ``bench/decoding.py``
-gives the end-to-end figure.
+rows a batch, 1.3x at 8, 1.2x at 16 and for a prefill of 16 x 181 tokens; bench/engines.py's
+``transformers-1stream`` row gives the end-to-end figure.
 
 The rows a batch holds and each row's seed do not change, so outputs are the same as one batch
 after another (up to float rounding, as between batch sizes).

@@ -1,27 +1,28 @@
-"""The embedded default engine: Hugging Face transformers on CPU (or one GPU), batched.
+"""The embedded default engine: Hugging Face transformers on the CPU (or one GPU), through its
+public API only: ``generate`` with a ``LogitsProcessor`` and a ``StoppingCriteria`` per batch, and
+plain forward passes for scoring. No patched modules, no private classes, no compiled code.
 
 - Generation: each fixed request chunk becomes one row per sample, cut into near-equal batches of
-  rows of similar prompt length (less padding), decoded by a loop whose rows leave the batch as
-  they end (:mod:`~ptfactory.engines.decoding`); sampling draws from per-row generators seeded
-  from (seed, request), so a request's text does not depend on its batch
-  (:mod:`~ptfactory.engines.sampling`). Requests of different settings (``chat_many``: budgets,
-  temperatures, schemas, tools) share batches: each row picks and ends by its own
-  (:mod:`~ptfactory.engines.row_picker`); rows of different budgets are dealt out over the
-  batches.
-- On a CPU, float32 layers whose weights are bfloat16 values read a packed bfloat16 copy at a few
-  rows (:mod:`~ptfactory.engines.packed_linear`: half the bytes a decoding step streams), and
-  batches run one at a time on every thread. Without packing, batches run two side by side, each
-  on half the threads (:mod:`~ptfactory.engines.streams`): a few-row step leaves a core idle.
+  rows of similar budget and prompt length (less padding), each batch one ``generate`` call
+  (left-padded, greedy over the logits :class:`~ptfactory.engines.processors.RowRules` leaves).
+  Sampled rows draw with ``torch.multinomial`` from a generator of their own, seeded from
+  (seed, request), so a request's text does not depend on its batch (the sampling contract,
+  docs/engines.md). Requests of different settings (``chat_many``: budgets, temperatures,
+  schemas, tools) share batches: each row picks and ends by its own rule.
+- Batches run two side by side on a CPU with 2+ threads, each on half of them
+  (:mod:`~ptfactory.engines.streams`): a few-row decoding step leaves a core idle.
 - Constrained JSON (``supports_json_schema``): ``params.json_schema`` masks every token the
   schema does not allow (llguidance, a matcher per row), so a reply that finishes
   (``finish_reason`` ``stop``) parses and validates; one cut by ``max_tokens`` says ``length``.
   Stop strings are not applied to constrained replies (the grammar decides where the JSON ends).
-- Scoring: batches of (prompt, continuation) padded on the right (causal attention: the padding
-  after a row changes none of its logits), sorted by length; the vocabulary head runs on the
-  continuation's positions only, and on the last position alone for ``choice_logprobs``. On a CPU
-  with bfloat16 units, scoring's wide products run in bfloat16 on exact copies of bfloat16-valued
-  weights (:mod:`~ptfactory.engines.bf16_scoring`; ``score_dtype``); generation never does.
+- Scoring: batches of (prompt, continuation) left-padded, so every continuation ends the row and
+  ``logits_to_keep`` computes the vocabulary head on the batch's last positions only (the last one
+  alone for ``choice_logprobs``); batches are cut so the kept logits fit a budget (Gemma 3's
+  vocabulary is 262k wide).
 
+Numerics: float32 on a CPU by default, whatever its instruction set (bfloat16 and the packed
+paths that depended on CPU flags are gone), so scores agree within tests/engines/test_isa.py's
+epsilon on AVX2 and AVX-512; the dtype is in the cache key and :meth:`Engine.identity`.
 A model without a chat template (a base model) can score string prompts but not chat.
 """
 
@@ -32,7 +33,7 @@ import importlib.metadata
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ptfactory.engines.base import (
     Completion,
@@ -44,31 +45,20 @@ from ptfactory.engines.base import (
     request_seeds,
     tool_call_messages,
 )
-from ptfactory.engines.bf16_scoring import bfloat16_products, keep_bfloat16_copies, wants_bf16_scoring
 from ptfactory.engines.bundled import resolve_model_path
-from ptfactory.engines.kept_logits import (
-    LOGIT_FLOATS,
-    chunk_head,
-    kept_logprobs,
-    score_batches,
-    sliced_head_fits,
-    vocab_width,
-)
-from ptfactory.engines.packed_linear import pack_linears, wants_packing
-from ptfactory.engines.scoring import right_padded, score_token_ids
+from ptfactory.engines.scoring import left_padded, score_token_ids
 from ptfactory.engines.streams import auto_streams, balanced_batches, dealt_batches, run_streams
-from ptfactory.engines.weights import local_folder
+from ptfactory.engines.weights import local_folder, model_fingerprint
 from ptfactory.errors import EngineError
-
-if TYPE_CHECKING:
-    from ptfactory.engines.row_picker import RowRule
 
 __all__ = ["TransformersEngine"]
 
 
 # Bumped when this engine's outputs change for the same request (e.g. how sampling is seeded),
 # so the cache does not serve the old behaviour's answers.
-REVISION = "6"  # 6: the Llama step in C, scoring's shared openings: sums in another order
+REVISION = "7"  # 7: transformers' generate and forward only; float32 on every CPU
+# Logits held at once by a scoring batch (512 MB of float32, and as much again while reduced)
+LOGIT_FLOATS = 128 * 1024 * 1024
 
 
 def _stops(params: SamplingParams) -> tuple[str, ...]:
@@ -87,20 +77,15 @@ class TransformersEngine(Engine):
     batch_size: int = 32  # EngineSpec's defaults (engines/spec.py says why)
     score_batch_size: int = 8
     device: str = "cpu"
-    dtype: str = "auto"  # float32 on CPU (faster than bf16 on AVX2), bfloat16 on GPU
+    dtype: str = "auto"  # float32 on CPU, bfloat16 on GPU
     threads: int | None = None
     streams: int | None = None  # batches run side by side on the CPU (None: engines/streams.py)
-    packed_weights: bool | None = None  # None: on for float32 on an AVX-512 CPU (packed_linear.py)
-    score_dtype: str = "auto"  # auto: bfloat16 products on a CPU with bfloat16 units (bf16_scoring.py)
 
     backend = "transformers"
     supports_json_schema = True
     _model: Any = field(default=None, init=False, repr=False)
     _tokenizer: Any = field(default=None, init=False, repr=False)
     _grammars: Any = field(default=None, init=False, repr=False)
-    _packed: int = field(default=0, init=False, repr=False)  # layers reading packed weights
-    _bf16_scoring: bool = field(default=False, init=False, repr=False)
-    _step: Any = field(default=None, init=False, repr=False)  # engines/llama_step.py, where exact
 
     def _dtype(self) -> str:
         auto = "float32" if self.device == "cpu" else "bfloat16"
@@ -112,25 +97,24 @@ class TransformersEngine(Engine):
     def weights_folder(self) -> Path | None:
         return local_folder(self.model_path)
 
-    def _packs(self) -> bool:
-        return wants_packing(self.device, self._dtype(), self.packed_weights)
-
-    def _bf16_scores(self) -> bool:
-        return wants_bf16_scoring(self.device, self._dtype(), self.score_dtype)
+    def weights_fingerprint(self) -> str:
+        return model_fingerprint(self.model_path)
 
     def engine_version(self) -> str:
         versions = (importlib.metadata.version(p) for p in ("transformers", "torch"))
-        packed = " packed=bf16" if self._packs() else ""  # the same values, summed in another order
-        scores = " score=bf16" if self._bf16_scores() else ""  # scores a little apart
-        return f"r{REVISION} transformers={next(versions)} torch={next(versions)}{packed}{scores}"
+        return f"r{REVISION} transformers={next(versions)} torch={next(versions)}"
+
+    def library(self) -> str:
+        return f"transformers=={importlib.metadata.version('transformers')}"
+
+    def device_name(self) -> str:
+        return self.device
 
     def _load(self) -> tuple[Any, Any]:
         if self._model is None:
             import torch
             import transformers
             from transformers import AutoModelForCausalLM, AutoTokenizer
-
-            from ptfactory.engines.llama_step import llama_step  # imports torch: not at start-up
 
             transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # ptf shows progress
             if self.threads:
@@ -149,12 +133,6 @@ class TransformersEngine(Engine):
             if tokenizer.pad_token is None:
                 tokenizer.pad_token = tokenizer.eos_token
             self._model = model.to(self.device).eval()
-            if self.device == "cpu":
-                chunk_head(self._model)  # the same logits, faster (engines/kept_logits.py)
-            # before packing: a packed layer hands wide inputs to the forward it had
-            self._bf16_scoring = self._bf16_scores() and keep_bfloat16_copies(self._model) > 0
-            self._packed = pack_linears(self._model) if self._packs() else 0
-            self._step = llama_step(self._model) if self._packed else None
             self._tokenizer = tokenizer
         return self._model, self._tokenizer
 
@@ -163,10 +141,10 @@ class TransformersEngine(Engine):
 
         return self.threads or torch.get_num_threads()
 
-    def _streams(self, decoding: bool = False) -> int:
-        # a packed decoding step is bound by streaming its weights: two batches would read them twice
-        alone = decoding and self._packed > 0
-        return self.streams or (1 if alone else auto_streams(self.device, self._threads()))
+    def _streams(self) -> int:
+        return self.streams or auto_streams(self.device, self._threads())
+
+    # -- chat ------------------------------------------------------------------------------------
 
     def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
         return self._chat_many(conversations, [params] * len(conversations))
@@ -205,36 +183,26 @@ class TransformersEngine(Engine):
         # a batch decodes until its longest budget: rows of different budgets are dealt out over
         # the batches, so the streams end together
         cut = balanced_batches if len({params[i].max_tokens for i, _ in rows}) <= 1 else dealt_batches
-        batches = cut(order, self.batch_size, self._streams(decoding=True))
+        batches = cut(order, self.batch_size, self._streams())
         if self._grammars is None and any(p.json_schema is not None for p in params):
             from ptfactory.engines.constrained import GrammarCache
 
             self._grammars = GrammarCache(tokenizer, int(model.config.vocab_size))
         rules = [self._rule(params[i], seed) for i, seed in rows]  # grammars compiled here, once
-        # tokenizing here, before the streams start: a fast tokenizer set to pad cannot be shared;
-        # a batch holds each of its requests' prompts once (its samples' rows share the prefill)
-        prompts = [list(dict.fromkeys(rows[r][0] for r in b)) for b in batches]
-        encoded = [self._encode([texts[i] for i in requests]) for requests in prompts]
-        expands = [
-            [requests.index(rows[r][0]) for r in b] for b, requests in zip(batches, prompts, strict=True)
-        ]
+        # tokenized here, before the streams start: a fast tokenizer set to pad cannot be shared
+        encoded = [self._encode([texts[rows[r][0]] for r in b]) for b in batches]
         eos = self._eos()
         jobs = [
             functools.partial(
-                self._tokens,
-                batch,
-                expand if len(expand) > len(set(expand)) else None,
-                [rules[r] for r in b],
-                [params[rows[r][0]] for r in b],
-                eos,
+                self._generate, batch, [rules[r] for r in b], [params[rows[r][0]] for r in b], eos
             )
-            for b, batch, expand in zip(batches, encoded, expands, strict=True)
+            for b, batch in zip(batches, encoded, strict=True)
         ]
-        generated = run_streams(jobs, self._streams(decoding=True), self._threads())
+        generated = run_streams(jobs, self._streams(), self._threads())
         results: list[list[Completion]] = [[] for _ in conversations]
-        for b, batch, expand, tokens in zip(batches, encoded, expands, generated, strict=True):
+        for b, batch, tokens in zip(batches, encoded, generated, strict=True):
             prompt_lengths = batch["attention_mask"].sum(dim=1).tolist()
-            for r, slot, row_tokens in zip(b, expand, tokens, strict=True):
+            for slot, (r, row_tokens) in enumerate(zip(b, tokens, strict=True)):
                 request = params[rows[r][0]]
                 results[rows[r][0]].append(
                     self._completion(row_tokens, int(prompt_lengths[slot]), request, eos)
@@ -243,8 +211,8 @@ class TransformersEngine(Engine):
         # within ``order``, and every batch takes them in that order
         return results
 
-    def _rule(self, params: SamplingParams, seed: int) -> RowRule:
-        from ptfactory.engines.row_picker import RowRule
+    def _rule(self, params: SamplingParams, seed: int) -> Any:
+        from ptfactory.engines.processors import RowRule
 
         grammar = self._grammars.grammar(params.json_schema) if params.json_schema is not None else None
         return RowRule(seed, params.temperature, params.top_p, grammar)
@@ -260,53 +228,46 @@ class TransformersEngine(Engine):
         encoded = self._tokenizer(list(texts), add_special_tokens=False, padding=True, return_tensors="pt")
         return {k: v.to(self.device) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}
 
-    def _tokens(
-        self,
-        encoded: dict[str, Any],
-        expand: list[int] | None,
-        rules: list[RowRule],
-        params: list[SamplingParams],
-        eos: set[int],
+    def _generate(
+        self, encoded: dict[str, Any], rules: list[Any], params: list[SamplingParams], eos: set[int]
     ) -> list[list[int]]:
-        """One batch's generated tokens, a row per rule (run in a stream): our decoding loop, whose
-        ended rows leave the batch (:mod:`~ptfactory.engines.decoding`); each row ends at its own
-        ``max_tokens`` and stop strings (a constrained row where its grammar ends). ``expand``:
-        each row's prompt in ``encoded``, where rows share one."""
+        """One batch's generated tokens, a row per rule (run in a stream): transformers'
+        ``generate``, greedy over what :class:`RowRules` leaves of each row's logits, each row
+        ending at its own ``max_tokens`` and stop strings (:class:`RowLimits`)."""
         import torch
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
-        from ptfactory.engines.decoding import decode
-        from ptfactory.engines.row_picker import RowPicker
+        from ptfactory.engines.processors import RowLimits, RowRules
 
-        stops = [_stops(p) for p in params]
-        # the last tokens that can hold a stop string's characters
-        tails = [4 * max((len(stop) for stop in row), default=0) + 4 for row in stops]
-
-        def stopped(row: int, tokens: list[int]) -> bool:
-            if len(tokens) >= params[row].max_tokens:
-                return True
-            if not stops[row]:
-                return False
-            text = self._tokenizer.decode(tokens[-tails[row] :], skip_special_tokens=True)
-            return any(stop in text for stop in stops[row])
-
-        picker = RowPicker(rules, self._grammars, self.device)
+        budget = max(p.max_tokens for p in params)
+        if budget <= 0:
+            return [[] for _ in rules]
+        width = int(encoded["input_ids"].shape[1])
+        pad = self._tokenizer.pad_token_id
+        config = GenerationConfig(  # type: ignore[no-untyped-call]
+            max_new_tokens=budget,
+            do_sample=False,
+            num_beams=1,
+            pad_token_id=pad,
+            eos_token_id=sorted(eos),
+        )
+        processor = RowRules(rules, width, eos, self._grammars, self.device)
+        limits = RowLimits(
+            width, [p.max_tokens for p in params], [_stops(p) for p in params], self._tokenizer
+        )
         with torch.inference_mode():
-            return decode(
-                self._model,
-                encoded["input_ids"],
-                encoded["attention_mask"],
-                max_new_tokens=max(p.max_tokens for p in params),
-                pick=picker.pick,
-                eos=eos,
-                keep=picker.keep,
-                stopped=stopped,
-                expand=expand,
-                step=self._step,
+            output = self._model.generate(
+                **encoded,
+                generation_config=config,
+                logits_processor=LogitsProcessorList([processor]),
+                stopping_criteria=StoppingCriteriaList([limits]),
             )
+        return [row[width:].tolist() for row in output]
 
     def _completion(
         self, tokens: list[int], prompt_tokens: int, params: SamplingParams, eos: set[int]
     ) -> Completion:
+        tokens = tokens[: params.max_tokens]
         length = next((i for i, t in enumerate(tokens) if t in eos), len(tokens))
         text = self._tokenizer.decode(tokens[:length], skip_special_tokens=True)
         finish = "stop" if length < len(tokens) or length < params.max_tokens else "length"
@@ -314,6 +275,8 @@ class TransformersEngine(Engine):
             if stop in text:
                 text, finish = text.split(stop, 1)[0], "stop"
         return Completion(text, prompt_tokens, length, finish)
+
+    # -- scoring ---------------------------------------------------------------------------------
 
     def _choice_logprobs(self, prompts: Sequence[Prompt], choices: Sequence[str]) -> list[list[float]]:
         """One forward pass per batch of prompts when every choice is one distinct token after the
@@ -330,14 +293,8 @@ class TransformersEngine(Engine):
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
         def picked(batch: list[int]) -> list[list[float]]:
-            width = max(len(contexts[i]) for i in batch)
-            input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, i in enumerate(batch):  # left padding: the last position is every prompt's end
-                input_ids[row, width - len(contexts[i]) :] = torch.tensor(contexts[i])
-                mask[row, width - len(contexts[i]) :] = 1
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)
-            with torch.inference_mode(), bfloat16_products(self._bf16_scoring):
+            input_ids, mask, positions, _ = left_padded([(contexts[i], []) for i in batch], pad)
+            with torch.inference_mode():
                 logits = model(
                     input_ids=input_ids.to(self.device),
                     attention_mask=mask.to(self.device),
@@ -366,29 +323,33 @@ class TransformersEngine(Engine):
             (i for i in range(len(pairs)) if i not in results), key=lambda i: sum(map(len, pairs[i]))
         )
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        vocab = int(model.config.get_text_config().vocab_size)
 
-        def picked(batch: list[int]) -> list[float]:
-            tensors = [t.to(self.device) for t in right_padded([pairs[i] for i in batch], pad)]
-            with torch.inference_mode(), bfloat16_products(self._bf16_scoring):
-                return kept_logprobs(model, *tensors).tolist()  # type: ignore[no-any-return]
+        def picked(batch: list[int]) -> list[list[float]]:
+            input_ids, mask, positions, keep = left_padded([pairs[i] for i in batch], pad)
+            with torch.inference_mode():
+                # every continuation ends its row: the last ``keep`` positions predict them all
+                logits = model(
+                    input_ids=input_ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    position_ids=positions.to(self.device),
+                    logits_to_keep=keep,
+                ).logits.float()
+                out = []
+                for row, i in enumerate(batch):
+                    cont = pairs[i][1]
+                    span = logits[row, keep - len(cont) - 1 : keep - 1]
+                    target = torch.tensor(cont, device=span.device)[:, None]
+                    out.append((span.gather(1, target)[:, 0] - torch.logsumexp(span, dim=-1)).tolist())
+            return out
 
-        sliced_head_fits(model)  # its probe once, here, before the streams' threads ask
         streams = self._streams()
-        kept = [len(pairs[i][1]) for i in range(len(pairs))]
-        # the logits budget is shared by the batches running at once
-        batches = score_batches(
-            order, kept, self.score_batch_size, vocab_width(model), LOGIT_FLOATS // streams
-        )
+        batches = _logit_batches(order, [len(p[1]) for p in pairs], self.score_batch_size, vocab, streams)
         jobs = [functools.partial(picked, batch) for batch in batches]
         for batch, values in zip(batches, run_streams(jobs, streams, self._threads()), strict=True):
-            offset = 0
-            for i in batch:
+            for i, row in zip(batch, values, strict=True):
                 cont_ids = pairs[i][1]
-                results[i] = TokenLogprobs(
-                    [tokenizer.decode([t]) for t in cont_ids],
-                    [float(x) for x in values[offset : offset + len(cont_ids)]],
-                )
-                offset += len(cont_ids)
+                results[i] = TokenLogprobs([tokenizer.decode([t]) for t in cont_ids], [float(x) for x in row])
         return [results[i] for i in range(len(pairs))]
 
     def count_tokens(self, prompts: Sequence[Prompt]) -> list[int]:
@@ -397,4 +358,25 @@ class TransformersEngine(Engine):
         return [len(score_token_ids(tokenizer, p, "")[0]) for p in prompts]
 
     def close(self) -> None:
-        self._model = self._step = self._tokenizer = None
+        self._model = self._tokenizer = self._grammars = None
+
+
+def _logit_batches(
+    order: list[int], conts: list[int], size: int, vocab: int, streams: int
+) -> list[list[int]]:
+    """``order`` (rows sorted by length) cut as :func:`balanced_batches` cuts it, then further where
+    a batch's kept logits (rows x its longest continuation + 1, x the vocabulary) would pass the
+    budget the streams share; a row alone may pass it."""
+    budget = LOGIT_FLOATS // max(streams, 1)
+    batches: list[list[int]] = []
+    for batch in balanced_batches(order, size, streams):
+        current: list[int] = []
+        for i in batch:
+            widest = max([conts[j] for j in current] + [conts[i]]) + 1
+            if current and (len(current) + 1) * widest * vocab > budget:
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+    return batches

@@ -24,7 +24,7 @@ from ptfactory.engines.base import (
 )
 from ptfactory.engines.bundled import resolve_model_path
 from ptfactory.engines.scoring import score_token_ids
-from ptfactory.engines.weights import local_folder
+from ptfactory.engines.weights import local_folder, model_fingerprint
 from ptfactory.errors import EngineError
 
 __all__ = ["VLLMEngine"]
@@ -53,6 +53,18 @@ class VLLMEngine(Engine):
 
     def weights_folder(self) -> Path | None:
         return local_folder(self.model_path)
+
+    def weights_fingerprint(self) -> str:
+        return model_fingerprint(self.model_path)
+
+    def library(self) -> str:
+        return "vllm"  # its version lives in the interpreter that runs it (a worker's venv)
+
+    def quantization(self) -> str:
+        return self.dtype
+
+    def device_name(self) -> str:
+        return "worker" if self.python else "in-process"
 
     def worker_spec(self) -> dict[str, Any]:
         """What a worker needs to build the same engine (the model already resolved to a path)."""

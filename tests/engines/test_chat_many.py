@@ -12,8 +12,7 @@ import torch
 
 from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams
 from ptfactory.engines.cache import ResponseCache
-from ptfactory.engines.row_picker import RowPicker, RowRule
-from ptfactory.engines.sampling import SeededSampler
+from ptfactory.engines.processors import RowRule, RowRules
 from ptfactory.engines.streams import balanced_batches, dealt_batches
 from ptfactory.engines.transformers_engine import TransformersEngine
 
@@ -63,9 +62,10 @@ def test_dealt_batches_deal_every_row_once_over_balanced_batches_count(
         assert [b[-1] for b in dealt] == [8, 9]
 
 
-def test_row_picker_mixed_rows_pick_as_rows_of_their_own_kind() -> None:
+def test_row_rules_mixed_rows_pick_as_rows_of_their_own_kind() -> None:
+    """A batch's rows of different settings each pick what the row picks alone: greedy rows their
+    argmax, sampled rows a ``torch.multinomial`` draw from their own generator."""
     generator = torch.Generator().manual_seed(3)
-    logits = [torch.randn(6, 50, generator=generator) * 3 for _ in range(5)]
     rules = [
         RowRule(1, 0.0),
         RowRule(2, 0.7, 0.9),
@@ -74,27 +74,24 @@ def test_row_picker_mixed_rows_pick_as_rows_of_their_own_kind() -> None:
         RowRule(5, 0.0),
         RowRule(6, 1.0),
     ]
-    mixed = RowPicker(rules)
-    alone = {
-        (0.7, 0.9): SeededSampler([2, 4], 0.7, 0.9, "cpu"),
-        (1.0, 1.0): SeededSampler([3, 6], 1.0, 1.0, "cpu"),
-    }
-    live = list(range(6))
-    for step, full in enumerate(logits):
-        step_logits = full[live]
-        picked = mixed.pick(step_logits.clone())
-        for kind, sampler in alone.items():
-            slots = [s for s, r in enumerate(live) if (rules[r].temperature, rules[r].top_p) == kind]
-            if slots:
-                assert picked[slots].tolist() == sampler.draw(step_logits[slots]).tolist()
-        greedy = [s for s, r in enumerate(live) if rules[r].temperature == 0]
-        assert picked[greedy].tolist() == step_logits[greedy].argmax(-1).tolist()
-        if step == 1:  # rows 1 and 2 end: the survivors keep their own generators
-            going = [0, 3, 4, 5]
-            mixed.keep(going)
-            alone[(0.7, 0.9)].keep([1])
-            alone[(1.0, 1.0)].keep([1])
-            live = [live[s] for s in going]
+    ended = {49}
+    mixed = RowRules(rules, prompt_width=1, ended=ended)
+    alone = [RowRules([rule], prompt_width=1, ended=ended) for rule in rules]
+    ids = torch.zeros(6, 1, dtype=torch.long)
+    for _ in range(6):
+        logits = torch.randn(6, 50, generator=generator) * 3
+        logits[:, 49] = -1e9  # no row ends here: every row draws every step
+        out = mixed(ids, logits.clone())  # type: ignore[arg-type]
+        picked = out.argmax(-1)
+        for row, one in enumerate(alone):
+            own = one(ids[row : row + 1], logits[row : row + 1].clone())  # type: ignore[arg-type]
+            assert int(own.argmax(-1)) == int(picked[row])
+            if rules[row].temperature > 0:  # only the drawn token is left for generate's argmax
+                assert int(torch.isfinite(out[row]).sum()) == 1
+            else:
+                assert int(picked[row]) == int(logits[row].argmax())
+        ids = torch.cat([ids, picked[:, None]], dim=-1)
+    assert len(set(ids[2].tolist())) > 2  # the sampled rows did sample
 
 
 SCHEMA = {

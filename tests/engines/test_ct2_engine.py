@@ -10,7 +10,6 @@ from ptfactory.engines.base import SamplingParams
 from ptfactory.engines.cache import ResponseCache
 from ptfactory.engines.ct2_engine import CTranslate2Engine
 from ptfactory.engines.ct2_models import ct2_model_dir
-from ptfactory.engines.packed_linear import wants_packing
 from ptfactory.engines.spec import EngineSpec, build_engine, resolved_backend
 from ptfactory.engines.transformers_engine import TransformersEngine
 from ptfactory.errors import EngineError
@@ -103,19 +102,15 @@ def test_cache_key_names_the_backend_and_compute_type(tiny_model: Path, tmp_path
         CTranslate2Engine(model_id="tiny", model_path=str(tiny_model), dtype="float16").cache_identity()
 
 
-def test_auto_backend_picks_ctranslate2_where_it_runs_the_model(tiny_model: Path, tmp_path: Path) -> None:
-    # where float32 layers read packed bfloat16 weights (an AVX-512 CPU), transformers is faster
-    packs = wants_packing("cpu", "float32")
-    bundled = "transformers" if packs else "ctranslate2"
-    assert resolved_backend(EngineSpec()) == bundled  # the bundled SmolLM2
-    assert resolved_backend(EngineSpec(packed_weights=False)) == "ctranslate2"
-    assert resolved_backend(EngineSpec(dtype="int8")) == "ctranslate2"
-    assert resolved_backend(EngineSpec(packed_weights=True)) == "transformers"
+def test_auto_backend_is_transformers_and_ctranslate2_is_asked_for(tiny_model: Path) -> None:
+    # auto: the default engine on every CPU and model (docs/engines.md); ctranslate2 when named
+    assert resolved_backend(EngineSpec()) == "transformers"
     assert resolved_backend(EngineSpec(model="bundled:gemma3-270m")) == "transformers"
-    assert resolved_backend(EngineSpec(model=str(tiny_model))) == "ctranslate2"
-    assert resolved_backend(EngineSpec(model=str(tiny_model), backend="transformers")) == "transformers"
-    assert resolved_backend(EngineSpec(model="some-org/some-hub-model")) == "transformers"
-    assert isinstance(build_engine(EngineSpec(model=str(tiny_model)), None), CTranslate2Engine)
+    assert resolved_backend(EngineSpec(model=str(tiny_model), backend="ctranslate2")) == "ctranslate2"
+    assert isinstance(build_engine(EngineSpec(model=str(tiny_model)), None), TransformersEngine)
+    assert isinstance(
+        build_engine(EngineSpec(model=str(tiny_model), backend="ctranslate2"), None), CTranslate2Engine
+    )
     with pytest.raises(EngineError, match="not 'some-org/model'"):
         CTranslate2Engine(model_id="x", model_path="some-org/model")._load()
     # converted but run wrongly there (past its sliding window, mixed-length batches): refused, saying why
@@ -150,8 +145,7 @@ def test_an_interrupted_conversion_leaves_no_model(
 @pytest.mark.slow
 def test_bundled_smollm2_on_ctranslate2_answers_and_scores_like_transformers() -> None:
     ct2 = CTranslate2Engine(model_id="SmolLM2-135M-Instruct", threads=2)
-    # the reference scores through float32 products (on a CPU with bfloat16 units it would not by default)
-    hf = TransformersEngine(model_id="SmolLM2-135M-Instruct", threads=2, score_dtype="float32")
+    hf = TransformersEngine(model_id="SmolLM2-135M-Instruct", threads=2)
     question = [[{"role": "user", "content": "What is the capital of France?"}]]
     params = SamplingParams(max_tokens=16, temperature=0)
     answer = ct2.chat(question, params)[0][0]

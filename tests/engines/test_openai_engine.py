@@ -8,10 +8,13 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 
 from ptfactory.engines.base import Completion, SamplingParams, TokenLogprobs
 from ptfactory.engines.openai_engine import OpenAIEngine
+from ptfactory.engines.scoring import score_token_ids
+from ptfactory.engines.transformers_engine import TransformersEngine
 from ptfactory.errors import EngineError
 from tests.engines.servers import free_port, vllm_server
 
@@ -42,6 +45,39 @@ def test_real_server_chat_n_json_and_score(server: str) -> None:
     right, wrong = engine.score([QUESTION, QUESTION], ["The capital is Paris.", "The capital is Banana."])
     assert right.tokens[0] == "The"
     assert right.mean_nll < wrong.mean_nll
+
+
+@pytest.mark.integration
+def test_real_server_scores_what_the_transformers_backend_scores(server: str, smollm2: Path) -> None:
+    """The same chat-template rendering, token ids and log-probabilities (within 1e-3) as the
+    embedded backend on SmolLM2: a conversation, one with a system turn, no prompt (IFD's
+    unconditioned pass) and a plain completion prompt."""
+    remote = OpenAIEngine(model_id="SmolLM2-135M-Instruct", served_model="smol", base_url=server)
+    local = TransformersEngine(model_id="SmolLM2-135M-Instruct", model_path=str(smollm2), threads=2)
+    prompts: list = [
+        QUESTION,
+        [{"role": "system", "content": "You answer in one word."}, {"role": "user", "content": "A colour?"}],
+        [],
+        "Q: what is 2 + 2?\nA:",
+    ]
+    conts = ["The capital of France is Paris.", "Blue, like the sea.", "Paris is a city in France.", " 4"]
+    _, tokenizer = local._load()
+    root = server.removesuffix("/v1")
+    for prompt, cont in zip(prompts[:2], conts, strict=False):  # the server renders as the template does
+        served = httpx.post(
+            f"{root}/tokenize", json={"model": "smol", "messages": prompt, "add_generation_prompt": True}
+        ).json()["tokens"]
+        assert served == score_token_ids(tokenizer, prompt, cont)[0]
+    for prompt, cont, got, want in zip(
+        prompts, conts, remote.score(prompts, conts), local.score(prompts, conts), strict=True
+    ):
+        ids = score_token_ids(tokenizer, prompt, cont)[1]
+        served = httpx.post(
+            f"{root}/tokenize", json={"model": "smol", "prompt": cont, "add_special_tokens": False}
+        ).json()["tokens"]
+        assert served == ids and len(got.logprobs) == len(ids) == len(want.logprobs)
+        assert "".join(got.tokens) == "".join(want.tokens) == cont
+        assert max(abs(a - b) for a, b in zip(got.logprobs, want.logprobs, strict=True)) < 1e-3
 
 
 @pytest.mark.integration

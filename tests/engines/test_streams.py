@@ -66,8 +66,6 @@ def test_run_streams_returns_in_order_restores_threads_and_raises() -> None:
 
 
 def _engine(path: Path, streams: int) -> TransformersEngine:
-    # float32 scoring: bfloat16 products (engines/bf16_scoring.py) round differently as the batches'
-    # padding moves sums' last bits, a few hundredths of a nat (tests/engines/test_bf16_scoring.py)
     return TransformersEngine(
         model_id="smollm2",
         model_path=str(path),
@@ -75,7 +73,6 @@ def _engine(path: Path, streams: int) -> TransformersEngine:
         score_batch_size=2,
         threads=2,
         streams=streams,
-        score_dtype="float32",
     )
 
 

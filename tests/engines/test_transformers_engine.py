@@ -101,10 +101,7 @@ def test_scoring_reads_the_head_only_where_asked_and_gives_the_full_forward_valu
     the bulk of its work) and on the last position for choices: the same values as the whole
     forward pass, in batches with padding and cut where the logits budget says."""
     path = str(tiny_model) if model == "tiny" else model
-    # float32 products, as the whole forward pass it is checked against has
-    engine = TransformersEngine(
-        model_id=model, model_path=path, batch_size=3, threads=2, score_dtype="float32"
-    )
+    engine = TransformersEngine(model_id=model, model_path=path, score_batch_size=3, threads=2)
     prompts = [
         "Question: what is 2 + 2?\nAnswer:",
         "Say a colour.",
@@ -126,9 +123,10 @@ def test_scoring_reads_the_head_only_where_asked_and_gives_the_full_forward_valu
 
 
 def test_score_batches_cut_where_the_logits_would_pass_the_budget() -> None:
-    from ptfactory.engines.kept_logits import LOGIT_FLOATS, score_batches
+    from ptfactory.engines.transformers_engine import LOGIT_FLOATS, _logit_batches
 
-    vocab = LOGIT_FLOATS // 100  # 100 kept positions fit
-    assert score_batches([0, 1, 2, 3], [40, 40, 40, 200], 8, vocab) == [[0, 1], [2], [3]]
-    assert score_batches([0, 1, 2], [1, 1, 1], 2, vocab) == [[0, 1], [2]]
-    assert score_batches([], [], 8, vocab) == []
+    vocab = LOGIT_FLOATS // 100  # 100 kept positions fit (a continuation keeps its length + 1)
+    assert _logit_batches([0, 1, 2, 3], [40, 40, 40, 200], 8, vocab, 1) == [[0, 1], [2], [3]]
+    assert _logit_batches([0, 1, 2], [1, 1, 1], 2, vocab, 1) == [[0], [1, 2]]
+    assert _logit_batches([0, 1, 2, 3], [1, 1, 1, 1], 8, vocab, 2) == [[0, 1], [2, 3]]  # one per stream
+    assert _logit_batches([], [], 8, vocab, 1) == []
