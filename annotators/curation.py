@@ -7,9 +7,8 @@
   detail and the annotation record), and the (corrected, original) pair also becomes a preference
   row; a preference choice of B swaps chosen and rejected, a tie drops the pair.
 - Rows with no label yet stay as they were: still awaiting review (or waiting for a review slot),
-  never published, never lost. ``routed`` holds every batch's routed rows; a row a later batch's
-  budget promoted is there twice, and only its newest copy is curated
-  (:func:`~ptfactory.storage.schema.latest_copies`), so it comes out once.
+  never published, never lost. ``routed`` holds each row once, as routing or the review queue last
+  left it (:mod:`~ptfactory.annotators.recuration` hands over what changed since the last curation).
 - A reviewed agent trajectory gets ``step_labels`` from the expert's first wrong step, and a
   preference pair on the prefix before it where a solved rollout of its task acted differently
   there after the same actions (:mod:`~ptfactory.annotators.trajectory_review`).
@@ -33,17 +32,18 @@ from ptfactory.annotators.labelstudio.results import Label, combine, parse_resul
 from ptfactory.annotators.pairs import auto_pairs, pair_sources, preference_row
 from ptfactory.annotators.trajectory_review import prefix_pairs, prefix_sources, step_labels
 from ptfactory.storage.schema import (  # awaiting_review: the one predicate, which review_masks vectorizes
+    AUDIT_REASON,
     SAMPLE_SCHEMA,
     audited_verdict,
     awaiting_review,  # noqa: F401
     conform,
-    latest_copies,
 )
 from ptfactory.storage.schema.review import review_masks
 
-__all__ = ["Curated", "LabelState", "curate", "replay"]
+__all__ = ["DERIVED_PAIRS", "Curated", "LabelState", "curate", "replay", "summarize"]
 
 STAGE = "review"
+REVIEW_STAGES = (STAGE, "pair")  # the decisions a curated row's outcome is read from
 
 
 @dataclass
@@ -180,13 +180,13 @@ def _review(
 
 
 def curate(routed: pa.Table, events: pa.Table, accept_at: float = 7.0, pairs: bool = True) -> Curated:
-    """Every routed row once (its newest copy), in order, the labelled ones as the expert decided
+    """Every routed row, in order, the labelled ones as the expert decided
     (a correction's preference row just before its row), then the pairs (:mod:`pairs`,
     :mod:`trajectory_review`). Only the labelled rows, and the rows a pair can be made of, become
     Python dicts: the rest of the batch is carried in Arrow as it came."""
     state = replay(events)
     decided = state.decided()
-    routed = latest_copies(conform(routed))
+    routed = conform(routed)
     n = routed.num_rows
     awaiting, waiting = review_masks(routed)
     ids = routed.column("sample_id")
@@ -223,6 +223,77 @@ def curate(routed: pa.Table, events: pa.Table, accept_at: float = 7.0, pairs: bo
     result.audit_agreement = sum(audited) / len(audited) if audited else None
     _agreement(result, state, routed, accept_at)
     return result
+
+
+# a review decision's reason -> the outcome the curated table counts it under
+_OUTCOMES = {
+    "human_accept": "accepted",
+    "human_prefers_A": "accepted",
+    "human_prefers_B": "accepted",
+    "human_reject": "rejected",
+    "human_tie": "rejected",
+    "human_correction": "corrected",
+}
+DERIVED_PAIRS = ("auto_pair", "step_prefix_pair")  # provenance.method of the pairs curation derives
+
+
+def summarize(table: pa.Table, events: pa.Table, accept_at: float = 7.0) -> Curated:
+    """The figures of a whole curated ``table`` (review outcomes, pairs, agreement with the experts
+    and between them) from its rows and the whole label log: what :func:`curate` reports, for a
+    table that was curated piece by piece."""
+    table = conform(table)
+    state = replay(events)
+    awaiting, waiting = review_masks(table)
+    counts: Counter[str] = Counter()
+    counts["awaiting"], counts["waiting"] = int(awaiting.sum()), int(waiting.sum())
+    method = pc.struct_field(table.column("provenance"), "method").fill_null("")
+    derived = pc.is_in(method, value_set=pa.array(DERIVED_PAIRS)).to_numpy(zero_copy_only=False)
+    reasons = _last_reasons(table, REVIEW_STAGES)
+    for reason, is_pair in zip(reasons, derived.tolist(), strict=True):
+        if is_pair:
+            counts[f"pair: {reason}"] += 1
+        elif reason in _OUTCOMES:
+            counts[_OUTCOMES[reason]] += 1
+    result = Curated(table, Counter({k: v for k, v in counts.items() if v}))
+    audited = []
+    decided = state.decided()
+    has_audit = _has_reason(table, AUDIT_REASON)
+    for row in table.filter(pa.array(has_audit)).select(["sample_id", "decisions"]).to_pylist():
+        auto = audited_verdict(row["decisions"])
+        if auto is not None and row["sample_id"] in decided:
+            audited.append(_agrees(auto, decided[row["sample_id"]][0]))
+    result.audit_pairs = len(audited)
+    result.audit_agreement = sum(audited) / len(audited) if audited else None
+    _agreement(result, state, table, accept_at)
+    return result
+
+
+def _flat(table: pa.Table) -> tuple[pa.Array, pa.Array]:
+    decisions = table.column("decisions").combine_chunks()
+    return pc.list_flatten(decisions), pc.list_parent_indices(decisions)
+
+
+def _last_reasons(table: pa.Table, stages: tuple[str, ...]) -> list[str | None]:
+    """The reason of each row's last decision of ``stages`` (None: none)."""
+    out: list[str | None] = [None] * table.num_rows
+    flat, parents = _flat(table)
+    if not len(flat):
+        return out
+    hit = pc.is_in(flat.field("stage"), value_set=pa.array(stages)).fill_null(False)
+    rows = pc.filter(parents, hit).to_pylist()
+    reasons = pc.filter(flat.field("reason"), hit).to_pylist()
+    for row, reason in zip(rows, reasons, strict=True):
+        out[row] = reason  # in order: the last one stays
+    return out
+
+
+def _has_reason(table: pa.Table, reason: str) -> np.ndarray[Any, Any]:
+    flat, parents = _flat(table)
+    mask = np.zeros(table.num_rows, dtype=bool)
+    if len(flat):
+        hit = pc.equal(flat.field("reason"), reason).fill_null(False)
+        mask[pc.filter(parents, hit).to_numpy(zero_copy_only=False)] = True
+    return mask
 
 
 def _with_reviewed(
@@ -298,7 +369,7 @@ def _agreement(result: Curated, state: LabelState, routed: pa.Table, accept_at: 
     if len(matrix) >= 2:
         result.inter_annotator_alpha = _nominal_alpha(np.array(matrix, dtype=float).T)
     decided = state.decided()
-    # the judge mean of each labelled sample (the last copy of an id, as a dict over every row keeps)
+    # the judge mean of each labelled sample
     ids = pa.array(list(decided), pa.string())
     labelled = routed.filter(pc.is_in(routed.column("sample_id"), value_set=ids))
     mean_of = pc.struct_field(labelled.column("scores"), "judge_mean").to_pylist()

@@ -7,7 +7,8 @@ Pass over fail comes from two places: two candidates of one prompt (a reference 
 sampled answer that failed), and the student's attempts the difficulty stage kept
 (``scores.difficulty.detail``: one passing and one failing attempt, filters/execution/attempts.py):
 the row's own passing solution over a failing attempt, or else a passing attempt over the row's
-failing solution. A truncated response (cut at max_tokens) is on neither side."""
+failing solution. A truncated response (cut at max_tokens) is on neither side, and a row a verifier
+failed (``scores.verifiers``: a fail is final) is never the chosen side."""
 
 from __future__ import annotations
 
@@ -36,6 +37,15 @@ _UNUSABLE = (
 
 def _dropped(row: dict[str, Any]) -> bool:
     return any(d["verdict"] in ("drop", "reject") for d in row["decisions"] or [])
+
+
+def _failed(row: dict[str, Any]) -> bool:
+    """A verifier failed the row: it is never a ``chosen`` answer."""
+    return any(v["verdict"] == "fail" for v in (row["scores"] or {}).get("verifiers") or [])
+
+
+def _chosen_ok(row: dict[str, Any]) -> bool:
+    return _status(row) == "passed" and not _dropped(row) and not _failed(row)
 
 
 def _unusable(row: dict[str, Any]) -> bool:
@@ -104,7 +114,7 @@ def _student_pair(members: list[dict[str, Any]]) -> dict[str, Any] | None:
     failing solution (the attempt answered the row's own user turn, so the prompt is the same)."""
     for row in members:
         failing = _attempts(row).get("failing")
-        if failing and _status(row) == "passed" and not _dropped(row):
+        if failing and _chosen_ok(row):
             rejected = [{"role": "assistant", "content": failing["text"]}]
             why = f"passed vs a student attempt that {failing['status']}"
             return _student_row(row, row["messages"][-1:], rejected, "execution_pass_vs_student_fail", why)
@@ -135,7 +145,7 @@ def _student_row(
 
 def _candidate_pair(members: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A candidate that passed (and no stage dropped) over one that failed."""
-    passed = [r for r in members if _status(r) == "passed" and not _dropped(r)]
+    passed = [r for r in members if _chosen_ok(r)]
     failed = [r for r in members if _status(r) in _FAILED]
     if not passed or not failed:
         return None
@@ -190,6 +200,18 @@ def _members(table: pa.Table) -> np.ndarray[Any, Any]:
     return _flag(pc.equal(table.column("kind"), "code")) & last_role & ~unusable
 
 
+def _verifier_failed(table: pa.Table) -> np.ndarray[Any, Any]:
+    """Per row: a verifier failed it (``scores.verifiers`` holds a fail)."""
+    out = np.zeros(table.num_rows, dtype=bool)
+    verifiers = pc.struct_field(table.column("scores"), "verifiers")
+    verifiers = verifiers.combine_chunks() if isinstance(verifiers, pa.ChunkedArray) else verifiers
+    flat = pc.list_flatten(verifiers)
+    if len(flat):
+        parents = pc.list_parent_indices(verifiers).to_numpy(zero_copy_only=False)
+        out[parents[_flag(pc.equal(flat.field("verdict"), "fail"))]] = True
+    return out
+
+
 def _codes(values: Any) -> np.ndarray[Any, Any]:
     array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     codes: np.ndarray[Any, Any] = pc.dictionary_encode(array).indices.fill_null(-1).to_numpy(False)
@@ -213,6 +235,7 @@ def pair_sources(table: pa.Table) -> np.ndarray[Any, Any]:
     status = pc.struct_field(pc.struct_field(scores, "execution"), "status")
     difficulty = pc.struct_field(scores, "difficulty")
     passed = _flag(pc.equal(status, "passed")) & ~dropped_mask(table).to_numpy(zero_copy_only=False)
+    passed &= ~_verifier_failed(table)
     failed = _flag(pc.is_in(status, value_set=pa.array(list(_FAILED))))
     detail = pc.struct_field(difficulty, "detail")
     attempts = _flag(pc.equal(pc.struct_field(difficulty, "method"), "pass_rate"))

@@ -1,19 +1,27 @@
-"""The judge panel: LLM judges and non-LLM scorers behind one interface, and their aggregate."""
+"""The judge panel: verifiers first, then LLM judges and non-LLM scorers behind one interface, each
+weighted by what it earned on the batch, and their one aggregate."""
 
-from ptfactory.annotators.judges.base import Judge, JudgeStats, Vote
+from ptfactory.annotators.judges.base import SELF, Judge, JudgeStats, Vote
+from ptfactory.annotators.judges.calibration_store import CalibrationStore
 from ptfactory.annotators.judges.llm import LLMJudge, parse_vote
-from ptfactory.annotators.judges.panel import Aggregate, Panel, PanelReport, aggregate, krippendorff_alpha
-from ptfactory.annotators.judges.scorers import ExecutionJudge, RelevanceJudge
+from ptfactory.annotators.judges.panel import Panel, PanelReport, krippendorff_alpha
+from ptfactory.annotators.judges.scorers import RelevanceJudge
+from ptfactory.annotators.judges.verifiers import VerifierSet
+from ptfactory.annotators.judges.vote_columns import Aggregate, aggregate
+from ptfactory.annotators.judges.weights import JudgeWeight
 
 __all__ = [
+    "SELF",
     "Aggregate",
-    "ExecutionJudge",
+    "CalibrationStore",
     "Judge",
     "JudgeStats",
+    "JudgeWeight",
     "LLMJudge",
     "Panel",
     "PanelReport",
     "RelevanceJudge",
+    "VerifierSet",
     "Vote",
     "aggregate",
     "krippendorff_alpha",

@@ -1,54 +1,43 @@
-"""Judge calibration from expert labels: how reliable each judge is, the weights the panel's mean
-should give them, and how far the panel and each judge agree with the experts.
+"""Judge calibration from expert labels: how each judge separates the experts' accepts from their
+rejects, where its cut and centre belong, the weight it earns, and how far the panel agrees.
 
 **What counts as a label.** An SFT or code row an expert decided in review (the ``review`` decision
 curation appends): ``accept`` is accept; ``reject`` is reject; ``edit`` (a corrected response) is
 *reject* — the judges scored the original response, and the expert found it not acceptable as it
 was. Preference rows and A/B choices are left out: they rank two answers, they grade neither.
+Verifier votes are left out: verifiers are never weighed, they are labels themselves.
 
-**Votes.** A judge's counted vote (parsed, with a score) is an accept at ``score >= 6``
-(:data:`JUDGE_ACCEPT_AT`, the LLM judge's own cutoff when a reply gives no verdict). One fixed cut
-for every judge, not each judge's own verdict, and not a threshold-free AUC: the panel averages
-*scores* and routing compares that mean with fixed bands, so a judge whose scores rank well but sit
-on the wrong side of the scale still misleads the mean, and the fixed cut counts that against it.
-The *panel's* verdict is ``judge_mean >=
-routing.accept_at``: what routing auto-accepts on, so its accuracy is the accuracy of the rule the
-factory applies (and matches ``judge_human_agreement`` on ``curated_samples``).
+**Which votes.** A judge is fitted only on votes cast under its current identity (each vote records
+its judge's identity key): swap the model behind a name and its old votes calibrate nothing.
 
-**Reliability and weights (the choice).** With the experts' labels known there is nothing to infer
-about the truth, so the one-coin Dawid–Skene reliability of a judge is simply its accuracy against
-the experts; it is smoothed with a Beta(1, 1) prior (Laplace: ``(correct + 1) / (votes + 2)``) so
-that a judge seen on three rows is not declared perfect. For independent voters of accuracy ``p``
-the weighted vote that is most often right gives each the log-odds ``log(p / (1 - p))``
-(Nitzan & Paroush, 1982; the weighted mean of scores is that weighted vote's analogue); a judge no better than chance gets 0 (clamped: a negative weight would
-make the weighted *mean* of scores meaningless). The fitted weights are scaled to mean 1, so a
-judge with no counted vote on a labelled row — weight 1, the panel's default — counts as much as
-the average fitted judge. If no judge beats chance the weights are None (equal): weighting cannot
-help. crowd-kit's ``accuracy_on_aggregates(answers, aggregates=gold, by="worker")`` computes the
-same accuracies, but importing it costs seconds (it pulls in transformers) for one count per
-judge, and its Dawid–Skene EM is for when the truth is unknown, which here it is not. Cohen's kappa
-is the two-class formula (checked against scikit-learn's ``cohen_kappa_score`` in the tests).
+**Selection.** Each label carries the inverse of its probability of being reviewed
+(:mod:`~ptfactory.annotators.judges.calibration_fit`): audit rows (an unbiased sample of the
+automatic verdicts) weigh ``1 / p``; disputed rows weigh ``disputed / reviewed`` of their batch.
+``audit`` reports the agreement on audit rows alone (the unbiased estimate).
 
-**Too few labels.** Under ``judging.calibration_min_labels`` labelled rows the weights are None
-and the panel weights its judges equally; the accuracies are still reported.
+**Fits and weights.** Per judge: weighted AUC, the cut (and the centre of a likelihood judge), and
+the weight ``2 * AUC - 1`` (annotators/judges/weights.py). Under ``min_labels`` labels the report
+keeps its accuracies but ``weights`` is None and :func:`store_calibration` writes nothing: too few
+labels to move a decision. The panel reads fits from the calibration store, never from a manifest.
 
-**Audit rows** (routing reason ``audit``) are a random sample of the automatic verdicts, unlike the
-disputed rows the budget sent to review; agreement on them alone is the unbiased estimate of how
-the panel does on the rows it decides by itself (``audit``; None when no audit row was labelled).
+**Accuracy and kappa** (reported): a counted vote is an accept at ``score >= 6``
+(:data:`JUDGE_ACCEPT_AT`); the panel's verdict is ``judge_mean >= routing.accept_at``. Cohen's kappa
+is the two-class formula (checked against scikit-learn in the tests).
 """
 
 from __future__ import annotations
 
-import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
+from ptfactory.annotators.judges.calibration_fit import fit_scores
+from ptfactory.annotators.judges.calibration_store import CalibrationStore
 from ptfactory.annotators.judges.llm import ACCEPT_AT
-from ptfactory.storage.schema import audited_verdict, conform, latest_copies
-from ptfactory.storage.versions import DatasetStore
+from ptfactory.storage.schema import audited_verdict, conform
 
 __all__ = [
     "JUDGE_ACCEPT_AT",
@@ -59,16 +48,15 @@ __all__ = [
     "calibrate",
     "cohen_kappa",
     "examples",
-    "latest_stats",
-    "log_odds_weights",
-    "weights_for",
+    "store_calibration",
 ]
 
 JUDGE_ACCEPT_AT = ACCEPT_AT  # a counted vote at or above this score is an accept
-STATS_KEY = "calibration"  # where a dataset version's manifest stats keep it
-# the expert's verdict on the response the judges scored, by the review decision's verdict
+STATS_KEY = "calibration"  # where a dataset version's manifest stats keep the report
 EXPERT_VERDICT = {"accept": True, "reject": False, "edit": False}
 _DIGITS = 4
+_P = re.compile(r"\bp=([0-9.]+)")
+_DISPUTED = ("needs_review", "waited_too_long")
 
 
 @dataclass(frozen=True)
@@ -79,35 +67,88 @@ class Example:
     votes: dict[str, float]  # judge -> counted score
     judge_mean: float | None
     audit: bool  # an audit row: drawn at random from the automatic verdicts
+    weight: float = 1.0  # 1 / P(reviewed): the selection correction
+    identity: dict[str, str] = field(default_factory=dict)  # judge -> identity key of its vote
+    statistic: dict[str, float] = field(default_factory=dict)  # likelihood votes: the Min-K% statistic
 
 
-def examples(table: pa.Table) -> list[Example]:
-    """The labelled SFT/code rows of ``table`` (curated samples) with a counted vote, one per sample."""
+def _route(trail: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    return next((d for d in reversed(trail or []) if d["stage"] == "route"), None)
+
+
+def _review_share(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per batch: reviewed disputed rows / all disputed rows (reviewed + still waiting) present."""
+    reviewed: dict[str, int] = {}
+    waiting: dict[str, int] = {}
+    for row in rows:
+        last = _route(row["decisions"])
+        if last is None:
+            continue
+        if last["reason"] in _DISPUTED:
+            reviewed[row["batch"]] = reviewed.get(row["batch"], 0) + 1
+        elif last["reason"] == "waiting":
+            waiting[row["batch"]] = waiting.get(row["batch"], 0) + 1
+    return {b: n / (n + waiting.get(b, 0)) for b, n in reviewed.items()}
+
+
+def _selection_weight(row: dict[str, Any], share: Mapping[str, float], audit_rate: float | None) -> float:
+    last = _route(row["decisions"])
+    if last is None:
+        return 1.0
+    if audited_verdict(row["decisions"]) is not None:
+        found = _P.search(str(last.get("detail") or ""))
+        p = float(found.group(1)) if found else (audit_rate or 1.0)
+        return 1.0 / p if p > 0 else 1.0
+    p = share.get(row["batch"], 1.0) if last["reason"] in _DISPUTED else 1.0
+    return 1.0 / p if p > 0 else 1.0
+
+
+def examples(table: pa.Table, audit_rate: float | None = None) -> list[Example]:
+    """The labelled SFT/code rows of ``table`` (curated samples) with a counted judge vote, one per
+    sample, each weighted by its selection correction (``audit_rate``: for audit rows whose routing
+    detail does not state its draw probability)."""
     if table.num_rows == 0:
         return []
-    rows = latest_copies(conform(table)).select(["sample_id", "kind", "scores", "decisions", "annotation"])
-    out, seen = [], set()
-    for row in rows.to_pylist():
+    rows = (
+        conform(table).select(["sample_id", "batch", "kind", "scores", "decisions", "annotation"]).to_pylist()
+    )
+    share = _review_share(rows)
+    # one label per sample: the last copy an expert decided (the review queue keeps one copy per
+    # row; a later decision on the same sample replaces an earlier one)
+    decided: dict[str, dict[str, Any]] = {}
+    for row in rows:
         if row["kind"] == "preference" or (row["annotation"] or {}).get("preference"):
             continue
         review = [d for d in row["decisions"] or [] if d["stage"] == "review"]
-        if not review or review[-1]["verdict"] not in EXPERT_VERDICT or row["sample_id"] in seen:
-            continue
+        if review and review[-1]["verdict"] in EXPERT_VERDICT:
+            decided[row["sample_id"]] = row
+    out = []
+    for row in decided.values():
+        review = [d for d in row["decisions"] or [] if d["stage"] == "review"]
         scores = row["scores"] or {}
-        votes = {
-            v["judge"]: float(v["score"])
+        counted = [
+            v
             for v in scores.get("judges") or []
-            if v["parsed"] and v["score"] is not None
-        }
-        if not votes:
+            if v["parsed"] and v["score"] is not None and v.get("method") != "verifier"
+        ]
+        if not counted:
             continue  # nothing to calibrate against
-        seen.add(row["sample_id"])
+        statistic = {}
+        for v in counted:
+            if v.get("method") == "likelihood":
+                try:
+                    statistic[v["judge"]] = float(v.get("raw") or "")
+                except ValueError:
+                    pass
         out.append(
             Example(
                 EXPERT_VERDICT[review[-1]["verdict"]],
-                votes,
+                {v["judge"]: float(v["score"]) for v in counted},
                 scores.get("judge_mean"),
                 audited_verdict(row["decisions"]) is not None,
+                _selection_weight(row, share, audit_rate),
+                {v["judge"]: v.get("identity") or "" for v in counted},
+                statistic,
             )
         )
     return out
@@ -186,42 +227,35 @@ class Agreement:
         )
 
 
-def log_odds_weights(reliability: Mapping[str, float]) -> dict[str, float] | None:
-    """Nitzan–Paroush weights ``log(p / (1 - p))``, clamped at 0, scaled to mean 1; None when no
-    judge beats chance (see the module docstring)."""
-    raw = {j: max(0.0, math.log(p / (1.0 - p))) for j, p in reliability.items()}
-    mean = sum(raw.values()) / len(raw) if raw else 0.0
-    if mean <= 0:
-        return None
-    return {j: round(w / mean, _DIGITS) for j, w in sorted(raw.items())}
-
-
 @dataclass(frozen=True)
 class Calibration:
-    """What a dataset version's expert labels say about the judges (stored in its manifest stats)."""
+    """What expert labels say about the judges: the fits the store keeps, and the agreement report a
+    dataset version's manifest keeps (history, never read back into a panel)."""
 
     labels: int  # labelled rows with at least one counted vote
-    weights: dict[str, float] | None  # for Panel(weights=...); None: equal (too few labels)
+    weights: dict[str, float] | None  # fitted weights (2 AUC - 1); None: too few labels to fit
     accuracy: dict[str, float]
     kappa: dict[str, float | None]
     panel_accuracy: float | None
     panel_kappa: float | None
     audit: Agreement | None = None  # the audit rows alone: the unbiased estimate
     votes: dict[str, int] = field(default_factory=dict)
-    reliability: dict[str, float] = field(default_factory=dict)  # Laplace-smoothed accuracy
+    fits: dict[str, dict[str, Any]] = field(default_factory=dict)  # judge -> fit (identity, auc, cut...)
     min_labels: int = 0
     accept_at: float = 7.0  # the panel verdict's threshold on the judge mean
 
     def rows(self) -> list[dict[str, Any]]:
-        """Per judge: votes, accuracy, kappa, reliability and the weight the panel applies (1: equal)."""
+        """Per judge: votes, accuracy, kappa, AUC, cut, centre and the fitted weight (None: not fitted)."""
         return [
             {
                 "judge": j,
                 "votes": self.votes.get(j, 0),
                 "accuracy": self.accuracy[j],
                 "kappa": self.kappa.get(j),
-                "reliability": self.reliability.get(j),
-                "weight": (self.weights or {}).get(j, 1.0),
+                "auc": (self.fits.get(j) or {}).get("auc"),
+                "cut": (self.fits.get(j) or {}).get("cut"),
+                "centre": (self.fits.get(j) or {}).get("centre"),
+                "weight": (self.weights or {}).get(j),
             }
             for j in sorted(self.accuracy)
         ]
@@ -238,10 +272,8 @@ class Calibration:
                 "accept_at": self.accept_at,
             },
             "judge_accept_at": JUDGE_ACCEPT_AT,
-            "judges": {
-                r["judge"]: {k: r[k] for k in ("votes", "accuracy", "kappa", "reliability")}
-                for r in self.rows()
-            },
+            "judges": {r["judge"]: {k: r[k] for k in ("votes", "accuracy", "kappa")} for r in self.rows()},
+            "fits": self.fits,
             "audit": self.audit.to_stats() if self.audit is not None else None,
         }
 
@@ -259,53 +291,71 @@ class Calibration:
             panel_kappa=panel.get("kappa"),
             audit=Agreement.from_stats(body["audit"]) if body.get("audit") else None,
             votes={j: int(s.get("votes") or 0) for j, s in judges.items()},
-            reliability={
-                j: float(s["reliability"]) for j, s in judges.items() if s.get("reliability") is not None
-            },
+            fits={j: dict(f) for j, f in (body.get("fits") or {}).items()},
             min_labels=int(body.get("min_labels") or 0),
             accept_at=float(panel.get("accept_at", 7.0)),
         )
 
 
-def calibrate(labelled: Iterable[Example] | pa.Table, min_labels: int, accept_at: float) -> Calibration:
-    """Fit the judges' reliabilities and weights on labelled rows (a curated table or examples)."""
-    rows = examples(labelled) if isinstance(labelled, pa.Table) else list(labelled)
+def _fit(rows: list[Example], judge: str) -> dict[str, Any] | None:
+    """The judge's fit on the votes of its most recent identity (the one on the most labels when
+    several: a judge changed mid-way is fitted on one identity's votes only)."""
+    voted = [ex for ex in rows if judge in ex.votes]
+    keys: dict[str, int] = {}
+    for ex in voted:
+        keys[ex.identity.get(judge, "")] = keys.get(ex.identity.get(judge, ""), 0) + 1
+    key = max(keys, key=lambda k: keys[k]) if keys else ""
+    mine = [ex for ex in voted if ex.identity.get(judge, "") == key]
+    likelihood = all(judge in ex.statistic for ex in mine)
+    fit = fit_scores(
+        [ex.votes[judge] for ex in mine],
+        [ex.expert for ex in mine],
+        [ex.weight for ex in mine],
+        statistics=[ex.statistic.get(judge) for ex in mine] if likelihood else None,
+    )
+    return {**fit, "identity": key} if fit is not None else None
+
+
+def calibrate(
+    labelled: Iterable[Example] | pa.Table, min_labels: int, accept_at: float, audit_rate: float | None = None
+) -> Calibration:
+    """Fit each judge on labelled rows (a curated table or examples) and report the agreement."""
+    rows = examples(labelled, audit_rate) if isinstance(labelled, pa.Table) else list(labelled)
     overall = Agreement.of(rows, accept_at)
-    reliability = {}
-    for judge in overall.votes:
-        said, truth = _calls(rows, judge)
-        correct = sum(x == y for x, y in zip(said, truth, strict=True))
-        reliability[judge] = round((correct + 1) / (len(said) + 2), _DIGITS)  # Beta(1, 1) posterior mean
+    fits = {judge: fit for judge in overall.votes if (fit := _fit(rows, judge)) is not None}
     audited = [ex for ex in rows if ex.audit]
+    enough = len(rows) >= min_labels
     return Calibration(
         labels=len(rows),
-        weights=log_odds_weights(reliability) if len(rows) >= min_labels else None,
+        weights={j: float(f["weight"]) for j, f in sorted(fits.items())} if enough and fits else None,
         accuracy=overall.accuracy,
         kappa=overall.kappa,
         panel_accuracy=overall.panel_accuracy,
         panel_kappa=overall.panel_kappa,
         audit=Agreement.of(audited, accept_at) if audited else None,
         votes=overall.votes,
-        reliability=reliability,
+        fits=fits,
         min_labels=min_labels,
         accept_at=accept_at,
     )
 
 
-def weights_for(stats: Mapping[str, Any] | None, min_labels: int) -> dict[str, float] | None:
-    """The panel's weights from a dataset version's manifest ``stats``: None (equal weights) when it
-    has no calibration or fewer than ``min_labels`` labels; recomputed from the stored reliabilities,
-    so the minimum in force now applies, not the one of the run that published the version."""
-    body = (stats or {}).get(STATS_KEY)
-    if not body:
-        return None
-    calibration = Calibration.from_stats(body)
-    if calibration.labels < min_labels:
-        return None
-    return log_odds_weights(calibration.reliability)
-
-
-def latest_stats(store: DatasetStore, name: str) -> dict[str, Any] | None:
-    """The manifest stats of ``name``'s latest version; None when none is published."""
-    versions = store.versions(name)
-    return store.manifest(name, versions[-1]).stats if versions else None
+def store_calibration(
+    calibration: Calibration,
+    store: CalibrationStore,
+    identities: Mapping[str, tuple[str, Mapping[str, Any]]],
+) -> list[str]:
+    """Write each judge's fit into ``store`` when there are enough labels and the fit was made on
+    votes of the judge's current identity (``identities``: name -> (key, identity), what
+    :meth:`Panel.identities <ptfactory.annotators.judges.panel.Panel.identities>` gives). Returns
+    the judges written; a judge whose identity changed since its labels is left unfitted (reset)."""
+    if calibration.weights is None:
+        return []
+    written = []
+    for name, fit in sorted(calibration.fits.items()):
+        current = identities.get(name)
+        if current is None or fit.get("identity") != current[0]:
+            continue
+        store.put_fit(name, current[0], current[1], {k: v for k, v in fit.items() if k != "identity"})
+        written.append(name)
+    return written

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ptfactory.annotators.judges.base import Judge, Vote, prompt_and_response
-from ptfactory.annotators.judges.likelihood import likelihood_score, min_k_mean
+from ptfactory.annotators.judges.likelihood import MIN_K, likelihood_score, min_k_mean
 from ptfactory.engines.base import Engine, Prompt, SamplingParams
 from ptfactory.errors import EngineError
 from ptfactory.generators.prompts import Template
@@ -54,6 +54,7 @@ _OBJECT = re.compile(r"\{[^{}]*\}", re.S)
 _MAX_CHARS = 6000  # long responses are cut for the judge's context; the cut is stated in the prompt
 _MIN_MASS = 1e-4  # below this share on the score tokens the model is not answering the rubric
 ACCEPT_AT = 6.0  # a vote's own verdict when the reply gives none
+_LIKELIHOOD_FORM = "chat: [user: instruction] -> response | completion: 'Question: {i}\\nAnswer:' -> ' {r}'"
 
 
 def parse_vote(raw: str) -> tuple[float | None, str, str, str | None]:
@@ -114,6 +115,7 @@ class LLMJudge(Judge):
     prompt_style: str = "chat"  # chat | completion
     likelihood_center: float = -3.5  # Min-K% statistic of a borderline answer (score 5.5)
     likelihood_scale: float = 1.0
+    reads: tuple[str, ...] | None = ("sample_id", "kind", "messages", "provenance")
     _templates: dict[str, Template] = field(default_factory=dict, init=False, repr=False)
 
     @property
@@ -132,6 +134,39 @@ class LLMJudge(Judge):
         served = self.engine.supports_json_schema and self.engine.backend in _SERVED
         return "json" if served and self.prompt_style == "chat" else "probability"
 
+    def _template_names(self) -> list[str]:
+        """The templates its votes are read through (their hashes are part of its identity)."""
+        if self.method == "likelihood":
+            return []
+        if self.method == "json":
+            return [self.rubric]
+        return [f"{self.rubric}_fewshot" if self.prompt_style == "completion" else f"{self.rubric}_score"]
+
+    def identity(self) -> dict[str, Any]:
+        """The model and its revision, the engine's identity (backend, library version, weights
+        fingerprint, compute type, device), the scoring method, the prompt (templates' hashes, or the
+        likelihood prompt's form and statistic) and the knobs that change a vote's number (not the
+        likelihood centre: calibration moves that one)."""
+        assert self.engine is not None
+        prompt: dict[str, Any] = {"style": self.prompt_style}
+        for name in self._template_names():
+            if name not in self._templates:
+                self._templates[name] = load_template(name, TEMPLATES)
+            prompt[name] = self._templates[name].hash
+        if self.method == "likelihood":
+            prompt.update(form=_LIKELIHOOD_FORM, min_k=MIN_K, scale=self.likelihood_scale)
+        elif self.method == "json":
+            prompt["max_tokens"] = self.max_tokens
+        return {
+            "name": self.name,
+            "type": "llm",
+            "model": self.model,
+            "family": self.family,
+            "method": self.method,
+            "engine": self.engine.identity(),
+            "prompt": prompt,
+        }
+
     def _render(self, name: str, row: dict[str, Any]) -> str:
         if name not in self._templates:
             self._templates[name] = load_template(name, TEMPLATES)
@@ -147,12 +182,23 @@ class LLMJudge(Judge):
         return [{"role": "user", "content": self._render(f"{self.rubric}_score", row)}]
 
     def _judge(self, rows: list[dict[str, Any]]) -> list[Vote]:
+        """An empty reply gets no vote (an abstention, never a score: a likelihood judge would rate
+        the lone space a completion prompt leaves as very likely); the others by ``method``."""
         assert self.engine is not None
-        if self.method == "probability":
-            return self._probability_votes(rows)
-        if self.method == "likelihood":
-            return self._likelihood_votes(rows)
-        return self._json_votes(rows)
+        empty = [not prompt_and_response(row)[1].strip() for row in rows]
+        todo = [row for row, blank in zip(rows, empty, strict=True) if not blank]
+        if not todo:
+            scored: list[Vote] = []
+        elif self.method == "probability":
+            scored = self._probability_votes(todo)
+        elif self.method == "likelihood":
+            scored = self._likelihood_votes(todo)
+        else:
+            scored = self._json_votes(todo)
+        given = iter(scored)
+        nothing = "no response to judge"
+        return [Vote(self.name, self.model, None, "abstain", nothing, method="abstain") if blank else next(given)
+                for blank in empty]  # fmt: skip
 
     def _likelihood_votes(self, rows: list[dict[str, Any]]) -> list[Vote]:
         assert self.engine is not None

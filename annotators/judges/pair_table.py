@@ -1,14 +1,14 @@
-"""Preference candidates built column by column, for a judged batch of any size.
+"""Preference candidates built column by column, for a judged batch of any size (the one
+implementation: :func:`~ptfactory.annotators.judges.pairwise.preference_candidates` on dict rows
+calls it).
 
-:func:`~ptfactory.annotators.judges.pairwise.preference_candidates` makes each candidate a dict
-(the chosen row copied, its scores and decision set) and the batch then turns them back into
-Arrow: on 100k rows that was most of the stage's time. Here the candidates' rows stay in Arrow:
-the chosen row's columns are taken whole, the prompt, chosen and rejected turns are cut from its
-``messages`` by offsets, the votes become columns as the panel's do
-(:func:`~ptfactory.annotators.judges.panel.score_columns`). Python touches only what it must
-read: the texts the judges compare and the content hashed into ``sample_id``. The rows are the
-ones ``preference_candidates`` makes, value for value (tested on random batches, tool-call turns
-included).
+The pairs are :func:`~ptfactory.annotators.judges.batch.pair_candidates`' (chosen first; never a
+verifier-failed row chosen, never a generator's sample over a verified or human-written row). The
+candidates' rows stay in Arrow: the chosen row's columns are taken whole, the prompt, chosen and
+rejected turns are cut from its ``messages`` by offsets, and the comparisons become votes
+aggregated by the panel's one aggregate (:func:`~ptfactory.annotators.judges.vote_columns.
+aggregate`) with the batch's weights. A judge abstains (``self``) on a pair either side of which its
+own model family wrote: it never ranks its family's text against another.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ptfactory.annotators.judges.base import Vote
+from ptfactory.annotators.judges.base import SELF, Vote
+from ptfactory.annotators.judges.batch import pair_candidates
+from ptfactory.annotators.judges.identity import independence_key, model_family
 from ptfactory.annotators.judges.llm import LLMJudge
 from ptfactory.annotators.judges.pairwise import PairwiseJudge, PairwiseReport
-from ptfactory.annotators.judges.panel import pair_candidates, score_columns
-from ptfactory.annotators.judges.vote_columns import VoteColumns, gc_paused
+from ptfactory.annotators.judges.vote_columns import VoteColumns, aggregate, gc_paused
 from ptfactory.storage.schema import JUDGE_VOTE, SAMPLE_SCHEMA, conform, prompt_of, response_of, sample_id
 from ptfactory.storage.schema.ids import plain_sample_id
 
@@ -37,7 +38,7 @@ _TURNS = SAMPLE_SCHEMA.field("messages").type
 _SCORES = SAMPLE_SCHEMA.field("scores").type
 _DECISIONS = SAMPLE_SCHEMA.field("decisions").type
 _PROVENANCE = SAMPLE_SCHEMA.field("provenance").type
-_AGGREGATES = ("judge_mean", "judge_median", "judge_spread", "judge_confidence")
+_AGGREGATES = ("judge_mean", "judge_median", "judge_spread", "judge_confidence", "judge_votes")
 
 
 def preference_candidate_table(
@@ -48,8 +49,9 @@ def preference_candidate_table(
     leave_out: frozenset[str] = frozenset(),
 ) -> PairwiseReport:
     """The preference candidates of a judged batch (``report.table``, in the sample schema) and
-    what each judge did with them: ``preference_candidates(pair_candidate_rows(table, margin),
-    ...)`` without a dict a row."""
+    what each judge did with them. ``weights``: the judges' batch weights (a judge absent from it
+    was measured by nothing: its comparisons count only where no weighted judge's do); judges in
+    ``leave_out`` do not count."""
     report = PairwiseReport(table=SAMPLE_SCHEMA.empty_table())
     candidates = conform(pair_candidates(table, margin))  # nested types as the schema's: cut by them
     pairs = candidates.num_rows // 2
@@ -58,13 +60,17 @@ def preference_candidate_table(
     with gc_paused():
         turns = _Turns(candidates)
         means = pc.struct_field(candidates.column("scores"), "judge_mean").to_numpy(zero_copy_only=False)
-        even = np.arange(pairs) * 2  # a pair's two rows are adjacent, in row order: find the best
-        best = np.where(means[even] > means[even + 1], even, even + 1)
-        worst = np.where(best == even, even + 1, even)
+        best = np.arange(pairs) * 2  # a pair's two rows are adjacent: the chosen, then the rejected
+        worst = best + 1
         instructions, bests, worsts, ids = turns.pairs(best.tolist(), worst.tolist())
+        models = pc.struct_field(candidates.column("provenance"), "model").to_pylist()
+        families = [
+            {model_family(m) for m in (models[b], models[w]) if m} for b, w in zip(best, worst, strict=True)
+        ]
         by_judge: list[_Votes] = []
         for judge in judges:
-            votes = _Votes(judge, *PairwiseJudge(judge).probabilities(instructions, bests, worsts))
+            own = [judge.family is not None and judge.family in f for f in families]
+            votes = _Votes(judge, *PairwiseJudge(judge).probabilities(instructions, bests, worsts), own=own)
             decided = sum(votes.consistent)
             agree = sum(votes.first[k] for k in range(pairs) if votes.consistent[k])
             report.consistency[judge.name] = decided / pairs
@@ -158,12 +164,20 @@ class _Turns:
 class _Votes(Sequence[Vote]):
     """One judge's comparisons of every pair as the votes :func:`pairwise.pair_vote
     <ptfactory.annotators.judges.pairwise.pair_vote>` makes, held as columns: a
-    :class:`~ptfactory.annotators.judges.base.Vote` is made only for a row that asks for one."""
+    :class:`~ptfactory.annotators.judges.base.Vote` is made only for a row that asks for one.
+    ``own``: pairs its family wrote a side of (it abstains, ``self``)."""
 
-    def __init__(self, judge: LLMJudge, forward: list[float], swapped: list[float]) -> None:
+    def __init__(
+        self, judge: LLMJudge, forward: list[float], swapped: list[float], own: list[bool] | None = None
+    ) -> None:
         self.judge, self.model = judge.name, judge.model
+        self.key = independence_key(judge.family, "pairwise")
+        self.identity = judge.identity_key
+        self.own = own or [False] * len(forward)
         self.first = [f > 0.5 for f in forward]  # as given, the first answer is the better one
-        self.consistent = [a == (s > 0.5) for a, s in zip(self.first, swapped, strict=True)]
+        self.consistent = [
+            a == (s > 0.5) and not mine for a, s, mine in zip(self.first, swapped, self.own, strict=True)
+        ]
         p_first = [round((f + s) / 2, 4) for f, s in zip(forward, swapped, strict=True)]
         self.score = [
             round(1 + 9 * p, 4) if c else None for p, c in zip(p_first, self.consistent, strict=True)
@@ -179,9 +193,14 @@ class _Votes(Sequence[Vote]):
             for f, s in zip(forward, swapped, strict=True)
         )
         self.rationale = [
-            d if c else f"abstains: the verdict flipped with the order ({d})"
-            for d, c in zip(details, self.consistent, strict=True)
+            "self: its own family wrote a side of this pair"
+            if mine
+            else d
+            if c
+            else f"abstains: the verdict flipped with the order ({d})"
+            for d, c, mine in zip(details, self.consistent, self.own, strict=True)
         ]
+        self.method = [SELF if mine else "pairwise" for mine in self.own]
 
     def __len__(self) -> int:
         return len(self.score)
@@ -193,8 +212,9 @@ class _Votes(Sequence[Vote]):
             self.score[r],
             self.verdict[r],
             self.rationale[r],
-            method="pairwise",
+            method=self.method[r],
             confidence=self.confidence[r],
+            identity=self.identity,
         )
 
     def fields(self) -> list[pa.Array]:
@@ -208,8 +228,9 @@ class _Votes(Sequence[Vote]):
             "rationale": self.rationale,
             "raw": [""] * n,
             "parsed": [True] * n,
-            "method": ["pairwise"] * n,
+            "method": self.method,
             "confidence": self.confidence,
+            "identity": [self.identity] * n,
         }
         return [pa.array(values[f.name], f.type) for f in JUDGE_VOTE]
 
@@ -230,9 +251,19 @@ def _scores(
 ) -> pa.StructArray:
     """``scores`` of the preference rows: the comparisons as votes, their aggregates, nothing else."""
     if by_judge:
-        columns, _counted = score_columns(_vote_columns(by_judge), by_judge, weights, leave_out)
+        votes = _vote_columns(by_judge)
+        given = weights or {}
+        agg = aggregate(
+            votes,
+            [float(given.get(v.judge, 0.0)) for v in by_judge],
+            in_batch=[v.judge not in leave_out for v in by_judge],
+            unmeasured=[v.judge not in given for v in by_judge],
+            keys=[v.key for v in by_judge],
+        )
+        columns: dict[str, pa.Array] = {"judges": votes.struct(), **agg.columns()}
     else:  # no LLM judge: no votes, no aggregate
-        columns = {name: pa.nulls(pairs, pa.float64()) for name in _AGGREGATES}
+        columns = {name: pa.nulls(pairs, _SCORES.field(name).type) for name in _AGGREGATES}
+        columns["judge_votes"] = pa.array(np.zeros(pairs, np.int32))  # no vote counted
         empty = pa.array(np.zeros(pairs + 1, dtype=np.int32))
         columns["judges"] = pa.ListArray.from_arrays(
             empty, pa.array([], _SCORES.field("judges").type.value_type), type=_SCORES.field("judges").type

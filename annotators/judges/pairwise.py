@@ -11,12 +11,12 @@ differ by at least ``margin``, the best and the worst become a preference row (c
 mean; A in the expert's A/B task). Each LLM judge votes on it by comparing the two in both orders:
 score ``1 + 9 × P(chosen better)``, verdict ``A`` / ``B``, confidence ``|2P − 1|``, or ``abstain``
 when its verdict flips with the order. Routing then accepts the pair when the comparisons confirm
-the scores, and sends it to the expert A/B queue otherwise, the judges' verdicts pre-filled.
+the scores, and sends it to the expert A/B queue otherwise, the judges' verdicts pre-filled. The
+candidates are built in Arrow (annotators/judges/pair_table.py): one implementation.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,12 +27,9 @@ import pyarrow as pa
 
 from ptfactory.annotators.judges.base import Vote
 from ptfactory.annotators.judges.llm import LLMJudge
-from ptfactory.annotators.judges.panel import aggregate
-from ptfactory.annotators.pairs import preference_row
 from ptfactory.engines.base import Prompt
 from ptfactory.generators.prompts import Template
 from ptfactory.generators.prompts import template as load_template
-from ptfactory.storage.schema import prompt_of, response_of
 
 __all__ = [
     "PairVote",
@@ -132,27 +129,17 @@ def swap_consistency(votes: Sequence[PairVote]) -> float | None:
 
 
 def candidate_pairs(rows: Sequence[dict[str, Any]], margin: float = 0.0) -> list[tuple[int, int]]:
-    """(best, worst) row indices by judge mean, per instruction with two or more scored answers
-    (answers to one instruction share its id as ``provenance.parent_id``) whose means differ by
-    at least ``margin`` (and at all: two answers the panel scored alike make no pair)."""
-    groups: dict[str, list[tuple[float, str, int]]] = {}
-    for i, row in enumerate(rows):
-        if row.get("kind") != "sft":
-            continue
-        parent = (row.get("provenance") or {}).get("parent_id")
-        mean = (row.get("scores") or {}).get("judge_mean")
-        if parent and mean is not None:
-            groups.setdefault(parent, []).append((mean, row["sample_id"], i))
-    pairs = []
-    for members in groups.values():
-        if len(members) >= 2:
-            worst, *_, best = sorted(
-                members
-            )  # by (judge mean, sample_id); indices only break ties of equal ids
-            gap = best[0] - worst[0]
-            if gap > 0 and gap >= margin:
-                pairs.append((best[2], worst[2]))
-    return pairs
+    """(chosen, rejected) row indices of :func:`~ptfactory.annotators.judges.batch.pair_candidates`
+    over sample records (the same rule: best by judge mean over worst, per instruction)."""
+    from ptfactory.annotators.judges.batch import pair_candidate_indices
+    from ptfactory.storage.schema import from_records
+
+    return pair_candidate_indices(from_records([_record(r) for r in rows]), margin) if rows else []
+
+
+def _record(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as a sample record (fields it lacks null; ``batch`` and ``decisions`` set)."""
+    return {"batch": "", "decisions": [], **row}
 
 
 @dataclass
@@ -192,56 +179,15 @@ def preference_candidates(
     weights: Mapping[str, float] | None = None,
     leave_out: frozenset[str] = frozenset(),
 ) -> PairwiseReport:
-    """For each instruction's best and worst answer (:func:`candidate_pairs`), a preference row
-    (chosen: the best) whose ``scores.judges`` are the LLM judges' position-swapped comparisons,
-    aggregated like any vote (``weights``; judges in ``leave_out`` do not count). The judging asset
-    builds the same rows as a table, from the judged batch: :func:`~ptfactory.annotators.judges.
-    pair_table.preference_candidate_table`."""
-    report = PairwiseReport()
-    pairs = candidate_pairs(rows, margin)
-    if not pairs:
-        return report
-    instructions = [prompt_of(rows[best]["messages"]) for best, _ in pairs]
-    bests = [response_of(rows[best]["messages"]) for best, _ in pairs]
-    worsts = [response_of(rows[worst]["messages"]) for _, worst in pairs]
-    per_pair: list[list[Vote]] = [[] for _ in pairs]
-    for judge in judges:
-        compared = PairwiseJudge(judge).compare(instructions, bests, worsts)
-        decided = [v for v in compared if v.preferred is not None]
-        agree = sum(v.preferred == "first" for v in decided) / len(decided) if decided else None
-        report.consistency[judge.name] = swap_consistency(compared)
-        report.agreement[judge.name] = (agree, len(decided))
-        for votes, vote in zip(per_pair, compared, strict=True):
-            votes.append(pair_vote(judge, vote))
-    for (best, worst), votes in zip(pairs, per_pair, strict=True):
-        report.rows.append(_candidate_row(rows[best], rows[worst], votes, weights, leave_out))
+    """:func:`~ptfactory.annotators.judges.pair_table.preference_candidate_table` over sample
+    records (a notebook's rows): the preference rows as dicts in ``report.rows``."""
+    from ptfactory.annotators.judges.pair_table import preference_candidate_table
+    from ptfactory.storage.schema import from_records
+
+    if not rows:
+        return PairwiseReport()
+    report = preference_candidate_table(
+        from_records([_record(r) for r in rows]), judges, margin, weights, leave_out
+    )
+    report.rows = report.table.to_pylist() if report.table is not None else []
     return report
-
-
-def _candidate_row(
-    best: dict[str, Any],
-    worst: dict[str, Any],
-    votes: list[Vote],
-    weights: Mapping[str, float] | None,
-    leave_out: frozenset[str],
-) -> dict[str, Any]:
-    means = (best["scores"]["judge_mean"], worst["scores"]["judge_mean"])
-    detail = json.dumps(
-        {"chosen": best["sample_id"], "rejected": worst["sample_id"], "judge_means": list(means)}
-    )
-    decisions = [
-        {"stage": "judge", "verdict": "keep", "reason": "pairwise_candidate", "detail": detail},
-    ]
-    row = preference_row(
-        best, best["messages"][-1:], worst["messages"][-1:], decisions, method="pairwise_candidate"
-    )
-    agg = aggregate(votes, weights, leave_out)
-    row["scores"] = {
-        "judges": [v.to_dict() for v in votes],
-        "judge_mean": agg.mean,
-        "judge_median": agg.median,
-        "judge_spread": agg.spread,
-        "judge_confidence": agg.confidence,
-    }
-    row["annotation"] = None
-    return row

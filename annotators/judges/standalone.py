@@ -1,5 +1,7 @@
 """Judging any table: rows of prompt and response text (or sample-schema ``messages``) scored by a
-:class:`Panel`, outside any batch. ``ptf judge`` and the judge bench call :func:`score_table`.
+:class:`Panel`, outside any batch. ``ptf judge`` and the judge bench call :func:`score_table`, which
+makes the table a batch of sample records and runs :meth:`Panel.judge_table` on it: the verifiers
+first, the same weights, left-out judges and aggregate as the factory's judged batches.
 
 Where the text is, in this order:
 
@@ -12,10 +14,13 @@ Where the text is, in this order:
    ``input``/``output``, ``prompt``/``completion``.
 
 A row is a code row when the table's ``kind`` column says so, or, without one, when it has
-non-null ``tests`` and ``entry_point``. The execution judge votes on code rows that carry
-``scores.execution``; given a ``sandbox``, code rows without it are run first (solution, tests,
-``check(entry_point)``), as the execution stage does. Every row is judged (a ``decisions`` trail
-is not read). Bad input raises :class:`ColumnError` or :class:`UserInputError` before any judge runs.
+tests and an entry point (``tests``/``entry_point`` columns, or the columns named by
+``tests_column``/``entry_point_column``). What the verifiers check against: ``reference_column``
+(a reference answer: ``18``, or a worked solution ending ``#### 18``), a sample-schema
+``reference`` struct, and the tests. Every row is taken as a model's output (judges are weighed
+against the verifiers on all labelled rows) unless a sample-schema ``provenance`` says who wrote it.
+Every row is judged (a ``decisions`` trail is not read). Bad input raises :class:`ColumnError` or
+:class:`UserInputError` before any judge runs.
 """
 
 from __future__ import annotations
@@ -24,16 +29,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ptfactory.annotators.judges.panel import Panel, aggregate
+from ptfactory.annotators.judges.panel import Panel, PanelReport
 from ptfactory.errors import UserInputError
-from ptfactory.filters.execution.base import Job, Sandbox
-from ptfactory.filters.execution.limits import Limits
-from ptfactory.filters.execution.programs import extract_solution, program
-from ptfactory.storage.schema import prompt_of, response_of, sample_id
+from ptfactory.filters.verify import verifier_inputs
+from ptfactory.storage.schema import from_records, prompt_of, sample_id
 
-__all__ = ["PAIRS", "ColumnError", "Columns", "detect_columns", "judge_rows", "score_table"]
+__all__ = ["AGGREGATES", "PAIRS", "ColumnError", "Columns", "detect_columns", "judge_rows", "score_table"]
 
 PAIRS = (
     ("prompt", "response"),
@@ -44,7 +49,8 @@ PAIRS = (
     ("input", "output"),
     ("prompt", "completion"),
 )
-AGGREGATES = ("judge_mean", "judge_spread", "judge_confidence")
+AGGREGATES = ("judge_mean", "judge_spread", "judge_confidence", "judge_votes")
+BATCH = "ptf-judge"
 Progress = Callable[[int, int], None]
 
 
@@ -132,8 +138,16 @@ def _conversations(table: pa.Table, name: str) -> list[list[dict[str, str]]]:
     return out
 
 
-def judge_rows(table: pa.Table, columns: Columns) -> list[dict[str, Any]]:
-    """The rows a judge reads: ``sample_id``, ``kind``, ``messages``, ``scores``, ``tests``, ``entry_point``."""
+def judge_rows(
+    table: pa.Table,
+    columns: Columns,
+    *,
+    reference_column: str | None = None,
+    tests_column: str | None = None,
+    entry_point_column: str | None = None,
+) -> list[dict[str, Any]]:
+    """The table's rows as sample records: ``sample_id``, ``batch``, ``kind``, ``messages``,
+    ``scores``, ``tests``, ``entry_point``, ``reference``, ``provenance``, ``decisions`` (empty)."""
     if table.num_rows == 0:
         raise UserInputError("the table has no rows; nothing to judge")
     if columns.messages:
@@ -145,49 +159,45 @@ def judge_rows(table: pa.Table, columns: Columns) -> list[dict[str, Any]]:
             [{"role": "user", "content": p}, {"role": "assistant", "content": r}]
             for p, r in zip(prompts, responses, strict=True)
         ]
+    checks = verifier_inputs(
+        table,
+        reference_column=reference_column,
+        tests_column=tests_column,
+        entry_point_column=entry_point_column,
+    )
 
     def column(name: str) -> list[Any]:
         return table.column(name).to_pylist() if name in table.column_names else [None] * table.num_rows
 
-    tests, entries, kinds, ids, scores = (
-        column(c) for c in ("tests", "entry_point", "kind", "sample_id", "scores")
-    )
+    kinds, ids, scores, provenance = (column(c) for c in ("kind", "sample_id", "scores", "provenance"))
     rows = []
     for i, messages in enumerate(conversations):
-        kind = kinds[i] or ("code" if tests[i] and entries[i] else "sft")
+        tests, entry = checks[i]["tests"], checks[i]["entry_point"]
+        kind = kinds[i] or ("code" if tests and entry else "sft")
         if kind not in ("sft", "code"):
             raise UserInputError(f"row {i} has kind {kind!r}; judges score sft and code rows")
         rows.append(
             {
-                "sample_id": ids[i] or sample_id(kind, messages, tests=tests[i], entry_point=entries[i]),
+                "sample_id": ids[i] or sample_id(kind, messages, tests=tests, entry_point=entry),
+                "batch": BATCH,
                 "kind": kind,
                 "messages": messages,
-                "scores": scores[i] if isinstance(scores[i], dict) else None,
-                "tests": tests[i],
-                "entry_point": entries[i],
+                "scores": _execution_only(scores[i]),
+                "tests": tests,
+                "entry_point": entry,
+                "reference": checks[i]["reference"],
+                "provenance": provenance[i] if isinstance(provenance[i], dict) else None,
+                "decisions": [],
             }
         )
     return rows
 
 
-def execute(rows: list[dict[str, Any]], sandbox: Sandbox, limits: Limits | None = None) -> int:
-    """Run the code rows that have tests and no ``scores.execution`` yet; returns how many ran."""
-    todo = [
-        r
-        for r in rows
-        if r["kind"] == "code"
-        and r["tests"]
-        and r["entry_point"]
-        and not (r["scores"] or {}).get("execution")
-    ]
-    jobs = []
-    for row in todo:
-        prompt, response = prompt_of(row["messages"]), response_of(row["messages"])
-        solution = extract_solution(prompt, response, row["entry_point"])
-        jobs.append(Job({"program.py": program(solution, row["tests"], row["entry_point"])}))
-    for row, result in zip(todo, sandbox.run_many(jobs, limits), strict=True):
-        row["scores"] = {**(row["scores"] or {}), "execution": result.score()}
-    return len(todo)
+def _execution_only(scores: Any) -> dict[str, Any] | None:
+    """What a table's own ``scores`` may tell the verifiers: a recorded execution (nothing of
+    earlier judges)."""
+    execution = scores.get("execution") if isinstance(scores, dict) else None
+    return {"execution": execution} if execution else None
 
 
 def score_table(
@@ -196,37 +206,73 @@ def score_table(
     *,
     prompt_column: str | None = None,
     response_column: str | None = None,
-    sandbox: Sandbox | None = None,
-    limits: Limits | None = None,
-    batch_size: int = 32,
+    reference_column: str | None = None,
+    tests_column: str | None = None,
+    entry_point_column: str | None = None,
     progress: Progress | None = None,
-) -> pa.Table:
-    """``table``'s columns plus ``judge_mean``, ``judge_spread``, ``judge_confidence`` and one float
-    ``judge_<name>`` per judge (null where its vote did not count); existing columns of those
-    names are replaced. ``progress(done, total)`` is called after each batch of rows."""
+) -> tuple[pa.Table, PanelReport]:
+    """``table``'s columns plus ``judge_mean``, ``judge_spread``, ``judge_confidence``,
+    ``judge_votes`` (independent counted votes: the two-vote rule), one float ``judge_<name>`` per
+    verifier and judge (null where its vote did not count; a verifier votes 10 on a pass, 1 on a
+    fail), one ``verdict_<name>`` per verifier (its verdict, null where it did not apply) and
+    ``verifiers`` (each row's verdicts with their evidence, JSON); existing columns of those names
+    are replaced. Also the panel's report on the table (the judges' weights on it)."""
     columns = detect_columns(table, prompt_column, response_column)
-    rows = judge_rows(table, columns)
-    names = [f"judge_{j.name}" for j in panel.judges]
+    rows = judge_rows(
+        table,
+        columns,
+        reference_column=reference_column,
+        tests_column=tests_column,
+        entry_point_column=entry_point_column,
+    )
+    members = [*(panel.verifiers.names if panel.verifiers else []), *(j.name for j in panel.judges)]
+    names = [f"judge_{m}" for m in members]
+    verdict_names = [f"verdict_{m}" for m in (panel.verifiers.names if panel.verifiers else [])]
     clash = next((n for n in names if n in AGGREGATES), None)
-    if clash:
-        raise UserInputError(f"a judge named {clash[6:]!r} would overwrite {clash}; rename the judge")
-    if sandbox is not None:
-        execute(rows, sandbox, limits)
-    values: dict[str, list[float | None]] = {n: [] for n in [*AGGREGATES, *names]}
-    if progress:
-        progress(0, len(rows))
-    for start in range(0, len(rows), batch_size):
-        chunk = rows[start : start + batch_size]
-        for votes in panel.vote(chunk):
-            agg = aggregate(votes)
-            values["judge_mean"].append(agg.mean)
-            values["judge_spread"].append(agg.spread)
-            values["judge_confidence"].append(agg.confidence)
-            for name, vote in zip(names, votes, strict=True):
-                values[name].append(float(vote.score) if vote.counts and vote.score is not None else None)
-        if progress:
-            progress(start + len(chunk), len(rows))
+    if clash or len(set(members)) != len(members):
+        raise UserInputError(
+            f"two panel members share the name {clash[6:] if clash else 'of another'}; rename one"
+        )
+    batch = from_records(rows)
+    judged, report = panel.judge_table(batch, generated=_written(rows), progress=progress)
+    scores = judged.column("scores").combine_chunks()
+    values: dict[str, pa.Array] = {
+        name: pc.struct_field(scores, name).cast(pa.float64() if name != "judge_votes" else pa.int32())
+        for name in AGGREGATES
+    }
+    votes = pc.struct_field(scores, "judges").to_pylist()
+    for member, name in zip(members, names, strict=True):
+        mine = [next((v for v in row or [] if v["judge"] == member), None) for row in votes]
+        values[name] = pa.array(
+            [float(v["score"]) if v and v["parsed"] and v["score"] is not None else None for v in mine],
+            pa.float64(),
+        )
+    verdicts = pc.struct_field(scores, "verifiers").to_pylist()
+    for member, name in zip(panel.verifiers.names if panel.verifiers else [], verdict_names, strict=True):
+        values[name] = pa.array(
+            [next((v["verdict"] for v in row or [] if v["verifier"] == member), None) for row in verdicts],
+            pa.string(),
+        )
+    if panel.verifiers:
+        import json
+
+        values["verifiers"] = pa.array(
+            [
+                json.dumps([{**v, "evidence": json.loads(v["evidence"] or "{}")} for v in row])
+                if row
+                else None
+                for row in verdicts
+            ],
+            pa.string(),
+        )
     out = table.drop_columns([n for n in values if n in table.column_names])
     for name, column in values.items():
-        out = out.append_column(pa.field(name, pa.float64()), pa.array(column, pa.float64()))
-    return out
+        out = out.append_column(name, column)
+    return out, report
+
+
+def _written(rows: list[dict[str, Any]]) -> np.ndarray[Any, Any]:
+    """Which rows a model wrote: all, unless a row's provenance says otherwise (no model named)."""
+    return np.array(
+        [r["provenance"] is None or bool((r["provenance"] or {}).get("model")) for r in rows], dtype=bool
+    )

@@ -1,33 +1,45 @@
-"""A batch's votes as columns: every row's aggregate at once, and ``scores.judges`` built in Arrow.
+"""A batch's votes as columns, and the panel's one aggregate over them.
 
-The panel's judges hand back one :class:`~ptfactory.annotators.judges.base.Vote` per row each.
-Aggregating them row by row (a list of votes, a dict per vote) was most of the panel's own time on
-a large batch; here each judge's votes become arrays once (judges × rows) and the mean, median,
-spread and confidence of :func:`~ptfactory.annotators.judges.panel.aggregate` are computed on
-them, with the same floating-point operations in the same order, so the numbers are identical
-(tested against ``aggregate`` on random votes). Rows the arrays cannot reproduce exactly (every
-counted weight zero, a NaN score) are handed to ``aggregate`` itself.
+The panel's members (verifiers first, then the judges) hand back one
+:class:`~ptfactory.annotators.judges.base.Vote` per row each; here they become arrays indexed
+[member, row] once, ``scores.judges`` is built from them in Arrow, and :func:`aggregate` computes
+every row's mean, median, spread, confidence and independent-vote count at once. It is the only
+implementation of the panel's rules (the asset, ``ptf judge`` and preference candidates all call
+it; tests/annotators/rowwise holds a short reference of the rules, written from the issue):
+
+- A vote **counts** when it parsed and has a score; a member's votes count on a batch unless the
+  member is left out (too few counted votes) or constant (no information: it leaves the mean, not
+  only alpha). Verifiers are never constant-tested: a batch that passes everything is information.
+- A counted vote is **weighted** when its member's weight on the batch is > 0 (verifiers weigh 1;
+  judges earn their weight, :mod:`~ptfactory.annotators.judges.weights`). Where a row has weighted
+  votes its mean is their weighted mean, and the median, spread and confidence are over them.
+- A row with no weighted vote falls back to the equal mean of the counted votes of *unmeasured*
+  judges (nothing measured them yet: a fresh panel, ``ptf judge`` on unlabelled rows), so scores
+  still rank rows; such a row has 0 independent votes, and routing decides nothing on it alone.
+  Judges measured and found wanting (below the AUC floor) never enter.
+- ``votes``: the number of distinct independence keys among a row's weighted votes (family and
+  method for judges, the evidence read for verifiers): the two-vote rule counts these.
+- ``confidence``: the mean of the confidences the weighted votes state (probability and pairwise
+  votes do); null where none states one, so routing's uncertainty never invents one.
 """
 
 from __future__ import annotations
 
 import gc
-import math
-import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ptfactory.annotators.judges.base import Vote
 from ptfactory.storage.schema import JUDGE_VOTE
 from ptfactory.storage.schema.trail import rounded
 
-__all__ = ["VoteColumns", "gc_paused", "rounded"]
+__all__ = ["Aggregate", "VoteColumns", "aggregate", "gc_paused", "rounded"]
 
 _VOTES = pa.list_(JUDGE_VOTE)
 
@@ -48,37 +60,11 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _builtin_sum(terms: Sequence[Array], take: Sequence[Array]) -> Array:
-    """Per row, what ``sum()`` over the terms where ``take`` is true gives on this Python: a plain
-    left-to-right sum before 3.12, Neumaier's compensated sum from 3.12 on (what ``sum`` does with
-    floats there). Starting from the int 0 as ``sum`` does: 0 + x is x, except -0.0 gives 0.0."""
-    rows = len(terms[0]) if terms else 0
-    total, fix, started = np.zeros(rows), np.zeros(rows), np.zeros(rows, dtype=bool)
-    compensated = sys.version_info >= (3, 12)
-    for term, use in zip(terms, take, strict=True):
-        later = use & started
-        if compensated:
-            t = total + term
-            big = np.abs(total) >= np.abs(term)
-            with np.errstate(invalid="ignore"):
-                step = np.where(big, (total - t) + term, (term - t) + total)
-            fix = np.where(later, fix + step, fix)
-            total = np.where(later, t, total)
-        else:
-            total = np.where(later, total + term, total)
-        total = np.where(use & ~started, 0.0 + term, total)
-        started |= use
-    if compensated:
-        add = (fix != 0) & np.isfinite(fix)
-        total = np.where(add, total + fix, total)
-    return total
-
-
 @dataclass
 class VoteColumns:
-    """Each judge's votes over the same rows, as arrays indexed [judge, row]."""
+    """Each member's votes over the same rows, as arrays indexed [member, row]."""
 
-    fields: list[list[pa.Array]]  # [judge]: one array per JUDGE_VOTE field
+    fields: list[list[pa.Array]]  # [member]: one array per JUDGE_VOTE field
     score: Array  # float, NaN where there is no score
     has_score: Array
     parsed: Array
@@ -86,17 +72,15 @@ class VoteColumns:
     has_confidence: Array
 
     @classmethod
-    def of(cls, by_judge: list[list[Vote]]) -> VoteColumns:
-        rows = len(by_judge[0]) if by_judge else 0
-        # Arrow reads each vote's fields (what Vote.to_dict copies) in one pass, as the row-by-row
-        # code's pa.array over to_dict() did: the same conversions, without a copy a vote
-        structs = [pa.array([vars(v) for v in votes], JUDGE_VOTE) for votes in by_judge]
+    def of(cls, by_member: Sequence[Sequence[Vote]]) -> VoteColumns:
+        rows = len(by_member[0]) if by_member else 0
+        structs = [pa.array([vars(v) for v in votes], JUDGE_VOTE) for votes in by_member]
         fields = [[s.field(i) for i in range(len(JUDGE_VOTE))] for s in structs]
         at = {f.name: i for i, f in enumerate(JUDGE_VOTE)}
 
         def stack(name: str, part: Callable[[pa.Array], Array], dtype: Any) -> Array:
             arrays = [part(columns[at[name]]) for columns in fields]
-            return np.array(arrays, dtype=dtype).reshape(len(by_judge), rows)
+            return np.array(arrays, dtype=dtype).reshape(len(by_member), rows)
 
         def values(a: pa.Array) -> Array:
             return np.asarray(a.to_numpy(zero_copy_only=False), np.float64)
@@ -110,7 +94,7 @@ class VoteColumns:
         return cls(
             fields,
             stack("score", values, np.float64),
-            stack("score", valid, bool),
+            stack("score", valid, bool) & ~np.isnan(stack("score", values, np.float64)),
             stack("parsed", truthy, bool),
             stack("confidence", values, np.float64),
             stack("confidence", valid, bool),
@@ -126,72 +110,95 @@ class VoteColumns:
         counts: Array = self.parsed & self.has_score
         return counts
 
-    def per_vote(self, of_name: Callable[[str], Any], dtype: Any) -> Array:
-        """``of_name(vote.judge)`` for every vote (the name a vote carries, as ``aggregate`` reads it)."""
-        out = np.empty(self.score.shape, dtype=dtype)
-        for j, columns in enumerate(self.fields):
-            names = pc.dictionary_encode(columns[0])  # a judge's votes mostly carry one name
-            each = [of_name(name) for name in names.dictionary.to_pylist()]
-            if len(each) == 1 and names.null_count == 0:
-                out[j] = each[0]
-            elif len(names):
-                codes = names.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-                out[j] = np.array([*each, of_name(None)], dtype=dtype)[codes]  # -1: no name
-        return out
-
-    def aggregate(
-        self, weights: Mapping[str, float] | None, leave_out: frozenset[str]
-    ) -> tuple[dict[str, tuple[Array, Array]], Array, list[int]]:
-        """The columns ``judge_mean``, ``judge_median``, ``judge_spread``, ``judge_confidence`` (as
-        :func:`~ptfactory.annotators.judges.panel.aggregate` gives them per row, before rounding:
-        values and where each is set), the counted votes per row, and the rows ``aggregate`` must
-        compute itself."""
-        counted = self.counts & ~self.per_vote(lambda name: name in leave_out, bool)
-        k = counted.sum(axis=0)
-        w = self.per_vote(lambda name: max(float((weights or {}).get(name, 1.0)), 0.0), np.float64)
-        values = np.where(counted, self.score, np.nan)
-        with np.errstate(invalid="ignore"):
-            products = [values[j] * w[j] for j in range(len(values))]
-        weight_sum = _builtin_sum(list(w), list(counted))
-        exact = (k == 0) | ((weight_sum > 0) & ~np.isnan(values).any(axis=0, where=counted))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = _builtin_sum(products, list(counted)) / np.where(weight_sum > 0, weight_sum, 1.0)
-        ordered = np.sort(values, axis=0)  # NaN (not counted) last
-        cols = np.arange(self.rows)
-        low, high = ordered[0], ordered[np.maximum(k - 1, 0), cols]
-        mid, below = ordered[k // 2, cols], ordered[np.maximum(k // 2 - 1, 0), cols]
-        median = np.where(k % 2 == 1, mid, (below + mid) / 2)
-        scored = k > 0
-        out = {
-            "judge_mean": (mean, scored),
-            "judge_median": (median, scored),
-            "judge_spread": (high - low, scored),
-            "judge_confidence": self._confidence(counted),
-        }
-        return out, k, np.flatnonzero(~exact).tolist()
-
-    def _confidence(self, counted: Array) -> tuple[Array, Array]:
-        """``fmean`` (``fsum / n``) of the counted votes' confidences: one or two values sum exactly
-        in floating point; three or more go through ``math.fsum``."""
-        stated = counted & self.has_confidence
-        m = stated.sum(axis=0)
-        conf = np.where(stated, self.confidence, 0.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = _builtin_sum(list(conf), list(stated)) / np.maximum(m, 1)
-        many = np.flatnonzero(m >= 3).tolist()
-        if many:
-            values, use = self.confidence.tolist(), stated.tolist()
-            judges = range(len(values))
-            for r in many:
-                mean[r] = math.fsum([values[j][r] for j in judges if use[j][r]]) / int(m[r])
-        return mean, m > 0
-
-    def struct(self) -> pa.ListArray:
-        """``scores.judges`` of every row: its votes in judge order (``Vote.to_dict``, in Arrow)."""
-        judges, rows = len(self.fields), self.rows
+    def struct(self, keep: Array | None = None) -> pa.ListArray:
+        """``scores.judges`` of every row: its votes in member order (``Vote.to_dict``, in Arrow);
+        ``keep`` [member, row]: the votes to store (default all: a verifier that did not apply to a
+        row leaves no vote there)."""
+        members, rows = len(self.fields), self.rows
         parts = [pa.StructArray.from_arrays(columns, fields=list(JUDGE_VOTE)) for columns in self.fields]
         flat = pa.concat_arrays(parts) if parts else pa.array([], JUDGE_VOTE)
-        # judge-major (all of judge 0's votes, then judge 1's) to row-major
-        interleave = np.arange(judges * rows, dtype=np.int64).reshape(judges, rows).T.ravel()
-        offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * judges)
+        # member-major (all of member 0's votes, then member 1's) to row-major
+        order = np.arange(members * rows, dtype=np.int64).reshape(members, rows)
+        kept = np.ones((members, rows), bool) if keep is None else np.asarray(keep, bool)
+        interleave = order.T[kept.T]
+        offsets = pa.array(np.concatenate([[0], np.cumsum(kept.sum(axis=0))]).astype(np.int32))
         return pa.ListArray.from_arrays(offsets, flat.take(pa.array(interleave)), type=_VOTES)
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """Every row's aggregate (arrays over rows; ``present``: where mean/median/spread are set)."""
+
+    mean: Array
+    median: Array
+    spread: Array
+    present: Array
+    confidence: Array
+    has_confidence: Array
+    counted: Array  # votes that entered the row's mean
+    votes: Array  # independent weighted votes (the two-vote rule)
+
+    def columns(self) -> dict[str, pa.Array]:
+        """The ``scores`` fields, rounded as stored."""
+        return {
+            "judge_mean": rounded(self.mean, self.present),
+            "judge_median": rounded(self.median, self.present),
+            "judge_spread": rounded(self.spread, self.present),
+            "judge_confidence": rounded(self.confidence, self.has_confidence),
+            "judge_votes": pa.array(self.votes.astype(np.int32), pa.int32()),
+        }
+
+
+def aggregate(
+    votes: VoteColumns,
+    weights: Sequence[float],
+    *,
+    in_batch: Sequence[bool] | None = None,
+    unmeasured: Sequence[bool] | None = None,
+    keys: Sequence[str] | None = None,
+    scores: Array | None = None,
+) -> Aggregate:
+    """The panel's aggregate of every row (see the module docstring for the rules).
+
+    Per member: ``weights`` (>= 0), ``in_batch`` (False: left out or constant on the batch; default
+    all True), ``unmeasured`` (a 0 weight that only means nothing measured the member; default all
+    False), ``keys`` (independence keys; default one per member). ``scores``: the values to
+    average where they differ from the recorded votes' (a judge's calibrated cut moved onto the
+    common accept line); default the votes' own scores.
+    """
+    members, rows = votes.score.shape
+    w = np.asarray(weights, np.float64).reshape(members, 1).clip(min=0.0)
+    inside = np.ones(members, bool) if in_batch is None else np.asarray(in_batch, bool)
+    fresh = np.zeros(members, bool) if unmeasured is None else np.asarray(unmeasured, bool)
+    names = [str(m) for m in range(members)] if keys is None else list(keys)
+    values = votes.score if scores is None else scores
+    counted = votes.counts & inside[:, None]
+    weighted: Array = counted & (w > 0)
+    unweighted: Array = ~np.any(weighted, axis=0)
+    fallback: Array = counted & fresh[:, None] & unweighted[None, :]
+    use = weighted | fallback
+    share = np.where(weighted, w, 0.0) + np.where(fallback, 1.0, 0.0)
+    present = use.any(axis=0)
+    picked = np.where(use, values, np.nan)
+    total = share.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: rows nothing scored
+        mean = np.where(present, np.nansum(np.where(use, values, 0.0) * share, axis=0) / total, np.nan)
+        median = np.nanmedian(picked, axis=0) if members else np.full(rows, np.nan)
+        spread = np.nanmax(picked, axis=0) - np.nanmin(picked, axis=0) if members else np.full(rows, np.nan)
+        stated = use & votes.has_confidence
+        confidence = np.where(stated, votes.confidence, 0.0).sum(axis=0) / np.maximum(stated.sum(axis=0), 1)
+    codes = {key: k for k, key in enumerate(dict.fromkeys(names))}
+    independent = np.zeros((len(codes), rows), bool)
+    for member, key in enumerate(names):
+        independent[codes[key]] |= weighted[member]
+    return Aggregate(
+        mean=np.where(present, mean, 0.0),
+        median=np.where(present, median, 0.0),
+        spread=np.where(present, spread, 0.0),
+        present=present,
+        confidence=confidence,
+        has_confidence=stated.any(axis=0),
+        counted=use.sum(axis=0),
+        votes=independent.sum(axis=0),
+    )

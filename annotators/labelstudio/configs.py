@@ -1,8 +1,8 @@
 """Labeling configs: one review queue (one Label Studio project) per sample kind, and one blind audit
 queue per kind.
 
-A review config shows the instruction, the response(s) (an agent trajectory: its steps) and the
-judges' opinions in plain text, and asks for a verdict (a trajectory: also its first wrong step); its corrected-response box starts with the response (``value="$response"``), so
+A review config shows the instruction, the response(s) (an agent trajectory: its steps), what
+each verifier found (sft, code and agent queues) and the judges' opinions in plain text, and asks for a verdict (a trajectory: also its first wrong step); its corrected-response box starts with the response (``value="$response"``), so
 an expert edits instead of retyping (submitted unchanged, it is no correction). An audit config
 (queue ``<kind>-audit``) shows neither the judges nor the execution log and starts the box empty:
 the expert judges the sample unanchored. Names of the controls are what
@@ -21,6 +21,13 @@ _HEADER = """
 _JUDGES = """
   <Header value="What the judges said"/>
   <Text name="judges" value="$judges"/>
+"""
+
+# beside the votes: what each verifier checked (the reference and the extracted answer, the failed
+# assertions, the agent check's output); review queues only (an audit is blind)
+_VERIFIERS = """
+  <Header value="What the verifiers found (checks against the reference, the tests, the task's check)"/>
+  <Text name="verifiers" value="$verifiers"/>
 """
 
 _AUDIT = """
@@ -48,7 +55,7 @@ def _sft(audit: bool) -> str:
     return (
         f"<View>\n{_AUDIT if audit else ''}{_HEADER}"
         '  <Header value="Response"/>\n  <Text name="response" value="$response"/>\n'
-        f"{'' if audit else _JUDGES}{_VERDICT}"
+        f"{'' if audit else _VERIFIERS + _JUDGES}{_VERDICT}"
         '  <Rating name="rating" toName="response" maxRating="5"/>\n'
         f"{_corrected('response', 6, prefill=not audit)}</View>\n"
     )
@@ -60,7 +67,7 @@ def _code(audit: bool) -> str:
         f"<View>\n{_AUDIT if audit else ''}{_HEADER}"
         '  <Header value="Solution"/>\n  <Text name="response" value="$response"/>\n'
         '  <Header value="Tests"/>\n  <Text name="tests" value="$tests"/>\n'
-        f"{'' if audit else execution + _JUDGES}{_VERDICT}"
+        f"{'' if audit else _VERIFIERS + execution + _JUDGES}{_VERDICT}"
         f"{_corrected('solution', 12, prefill=not audit)}</View>\n"
     )
 
@@ -87,7 +94,7 @@ def _trajectory(audit: bool) -> str:
         '  <Header value="Steps (call, exit code, output)"/>\n'
         '  <Paragraphs name="steps" value="$steps" layout="dialogue" nameKey="author" textKey="text"/>\n'
         '  <Header value="Outcome"/>\n  <Text name="outcome" value="$outcome"/>\n'
-        f"{'' if audit else _JUDGES}"
+        f"{'' if audit else _VERIFIERS + _JUDGES}"
         '  <Header value="The first wrong step"/>\n'
         '  <Choices name="first_error" toName="steps" choice="single" value="$step_options" required="true"/>\n'
         '  <Header value="The process (1: aimless or harmful, 5: what an expert would do)"/>\n'

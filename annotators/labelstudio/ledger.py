@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+
+from ptfactory.storage.sqlite import SqliteFile
 
 __all__ = ["EVENT_SCHEMA", "Event", "Ledger"]
 
@@ -75,18 +76,9 @@ class Event:
     lead_time_s: float | None
 
 
-class Ledger:
+class Ledger(SqliteFile):
     def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.executescript(_DDL)
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
-        return db
+        super().__init__(path, _DDL, timeout=60.0)
 
     # push ----------------------------------------------------------------------------------
     def pushed_ids(self, project_id: int) -> set[str]:
@@ -102,13 +94,11 @@ class Ledger:
     def record_push(self, project_id: int, queue: str, items: Iterable[tuple[str, int, str | None]]) -> None:
         """``items``: (sample_id, task_id, batch)."""
         now = time.time()
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
+        with self._write() as db:
             db.executemany(
                 "INSERT OR IGNORE INTO pushed VALUES (?, ?, ?, ?, ?, ?)",
                 [(project_id, sid, task, queue, batch, now) for sid, task, batch in items],
             )
-            db.execute("COMMIT")
 
     # pull ----------------------------------------------------------------------------------
     def watermark(self, project_id: int) -> str | None:
@@ -142,8 +132,7 @@ class Ledger:
         (an event already in the log is not added twice)."""
         now = time.time()
         added: Counter[str] = Counter()
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
+        with self._write() as db:
             for e in events:
                 cursor = db.execute(
                     "INSERT OR IGNORE INTO events (event, annotation_id, task_id, project_id, queue, sample_id,"
@@ -172,7 +161,6 @@ class Ledger:
                     " SET updated_at = max(updated_at, excluded.updated_at)",
                     (project_id, watermark),
                 )
-            db.execute("COMMIT")
         return added
 
     def last_seq(self) -> int:
@@ -180,10 +168,28 @@ class Ledger:
             row = db.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
             return int(row[0])
 
-    def events(self) -> pa.Table:
+    def labelled_since(self, seq: int) -> set[str]:
+        """Samples with an event after ``seq`` (what a curation with that cursor must look at again)."""
         with self._connect() as db:
-            cursor = db.execute(f"SELECT {', '.join(EVENT_SCHEMA.names)} FROM events ORDER BY seq")
-            rows = cursor.fetchall()
+            rows = db.execute(
+                "SELECT DISTINCT sample_id FROM events WHERE seq > ? AND sample_id IS NOT NULL", (seq,)
+            )
+            return {str(row[0]) for row in rows}
+
+    def events(self, sample_ids: Iterable[str] | None = None) -> pa.Table:
+        """The log in order: every event, or those of ``sample_ids``."""
+        names = ", ".join(EVENT_SCHEMA.names)
+        with self._connect() as db:
+            if sample_ids is None:
+                rows = db.execute(f"SELECT {names} FROM events ORDER BY seq").fetchall()
+            else:
+                ids, rows = list(sample_ids), []
+                for start in range(0, len(ids), 500):
+                    chunk = ids[start : start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    query = f"SELECT {names} FROM events WHERE sample_id IN ({marks}) ORDER BY seq"
+                    rows += db.execute(query, chunk).fetchall()
+                rows.sort(key=lambda row: row[0])
         columns: list[Any] = list(zip(*rows, strict=True)) if rows else [() for _ in EVENT_SCHEMA.names]
         arrays = []
         for field, values in zip(EVENT_SCHEMA, columns, strict=True):

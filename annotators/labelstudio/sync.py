@@ -1,12 +1,13 @@
-"""Push routed samples to Label Studio and pull annotations back, idempotently and without loss.
+"""The one way rows reach Label Studio, and the way labels come back: idempotent, without loss.
 
-Push: rows awaiting review (:func:`~ptfactory.storage.schema.awaiting_review`: routing verdict
-``route`` — a review slot, an audit, or a waiting row a later batch's budget promoted — and no
-review yet) become tasks in their queue's project (audit rows in the kind's blind audit queue);
-rows still ``wait``-ing are not pushed: a later batch's routing gives them a slot, and its push
-(``review_queue``, ``ptf annotate push``) delivers them. The ledger knows what was pushed, and when
-its count disagrees with the project's (a push that died between import and record) it is
-reconciled from the server first.
+Push (:func:`push_queue`, the only pusher: the ``review_queue`` asset, the label sensor and
+``ptf annotate push`` all call it): every row of the review queue that holds a review slot
+(:mod:`~ptfactory.annotators.review_queue`) and is not in its project yet becomes a task in its
+queue's project (audit rows in the kind's blind audit queue), where its batch's config says
+(:class:`Destination`). Rows still waiting for a slot are not pushed: a later batch's routing gives
+them one. The ledger knows what each project holds; when its count disagrees with the project's (a
+push that died between import and record) it is reconciled from the server first. Only the queue's
+index of pending rows is read, and the records of rows that go out: nothing of the routed history.
 
 Pull: per project, tasks touched since the ledger's watermark, oldest first, page by page; each
 page's annotation events and the new watermark are committed together, so a server that goes away
@@ -20,22 +21,32 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
 from ptfactory.annotators.labelstudio.client import LabelStudioClient, ls_time
-from ptfactory.annotators.labelstudio.configs import QUEUES
+from ptfactory.annotators.labelstudio.configs import QUEUES, project_title
 from ptfactory.annotators.labelstudio.ledger import Event, Ledger
-from ptfactory.annotators.labelstudio.tasks import queue_of, to_task
-from ptfactory.storage.schema import awaiting_review, dropped_mask, latest_copies
+from ptfactory.annotators.labelstudio.settings import AnnotationConfig
+from ptfactory.annotators.labelstudio.tasks import to_task
+from ptfactory.annotators.review_queue import Pending, ReviewQueue
 
-__all__ = ["PullResult", "PushResult", "pull", "push", "review_rows"]
+__all__ = ["Destination", "PullResult", "PushResult", "pull", "push_queue"]
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a batch's review tasks go: a client for its Label Studio, its ``annotation`` settings,
+    and its ``routing.accept_at`` (the task's judges' line says where the panel's bar is)."""
+
+    client: LabelStudioClient
+    settings: AnnotationConfig
+    accept_at: float
 
 
 @dataclass
 class PushResult:
     created: Counter[str] = field(default_factory=Counter)  # queue -> tasks created
     existing: Counter[str] = field(default_factory=Counter)  # queue -> already there
-    projects: dict[str, int] = field(default_factory=dict)
+    projects: dict[str, str] = field(default_factory=dict)  # project title -> its URL
+    promoted: int = 0  # tasks created for rows a later batch's budget gave a slot
 
     @property
     def total_created(self) -> int:
@@ -53,60 +64,48 @@ class PullResult:
         return sum(self.added.values())
 
 
-def review_rows(table: pa.Table) -> list[dict[str, Any]]:
-    """Rows awaiting an expert, each sample once (its newest copy; of several batches, the first)."""
-    table = latest_copies(table)
-    dropped = dropped_mask(table).to_pylist()
-    seen: set[str] = set()
-    out = []
-    for row, gone in zip(table.to_pylist(), dropped, strict=True):
-        if gone or not awaiting_review(row["decisions"]) or row["sample_id"] in seen:
-            continue
-        seen.add(row["sample_id"])
-        out.append(row)
-    return out
-
-
 def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
 
-def push(
-    client: LabelStudioClient,
+def push_queue(
+    queue: ReviewQueue,
     ledger: Ledger,
-    rows: list[dict[str, Any]],
+    destination: Callable[[str], Destination],
     *,
-    prefix: str,
-    accept_at: float,
-    batch_size: int = 200,
+    slots: Iterable[str] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> PushResult:
+    """Deliver every row of ``queue`` that holds a review slot (given by the budgets of ``slots``,
+    default every batch) and is not in its project yet; ``destination(batch)`` says where a batch's
+    rows go. Returns what was created and what was there already."""
     result = PushResult()
-    by_queue: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_queue.setdefault(queue_of(row), []).append(row)
-    for queue, queued in by_queue.items():
-        project_id = client.project(prefix, queue)
-        result.projects[queue] = project_id
-        if ledger.pushed_count(project_id) != client.task_count(project_id):
-            remote = client.sample_ids(project_id)
-            ledger.record_push(project_id, queue, [(sid, task, None) for sid, task in remote.items()])
+    groups: dict[tuple[int, str, float, int, str], tuple[Destination, list[Pending]]] = {}
+    for item in queue.pending(slots):
+        to = destination(item.batch)
+        key = (id(to.client), to.settings.project_prefix, to.accept_at, to.settings.push_batch, item.queue)
+        groups.setdefault(key, (to, []))[1].append(item)
+    for (_, prefix, _, _, name), (to, items) in groups.items():
+        project_id = to.client.project(prefix, name)
+        result.projects[project_title(prefix, name)] = f"{to.client.url}/projects/{project_id}"
+        if ledger.pushed_count(project_id) != to.client.task_count(project_id):
+            remote = to.client.sample_ids(project_id)
+            ledger.record_push(project_id, name, [(sid, task, None) for sid, task in remote.items()])
         known = ledger.pushed_ids(project_id)
-        fresh = []
-        for row in queued:  # a sample given twice (two batches' files) is still one task
-            if row["sample_id"] not in known:
-                known.add(row["sample_id"])
-                fresh.append(row)
-        result.existing[queue] += len(queued) - len(fresh)
-        for chunk in _chunks(fresh, batch_size):
-            task_ids = client.import_tasks(project_id, [to_task(row, accept_at) for row in chunk])
+        fresh = [item for item in items if item.sample_id not in known]
+        result.existing[name] += len(items) - len(fresh)
+        for chunk in _chunks(fresh, to.settings.push_batch):
+            rows = {r["sample_id"]: r for r in queue.records(i.sample_id for i in chunk).to_pylist()}
+            tasks = [to_task(rows[i.sample_id], to.accept_at) for i in chunk]
+            task_ids = to.client.import_tasks(project_id, tasks)
             ledger.record_push(
                 project_id,
-                queue,
-                [(row["sample_id"], tid, row["batch"]) for row, tid in zip(chunk, task_ids, strict=True)],
+                name,
+                [(i.sample_id, tid, i.batch) for i, tid in zip(chunk, task_ids, strict=True)],
             )
-            result.created[queue] += len(chunk)
+            result.created[name] += len(chunk)
+            result.promoted += sum(1 for i in chunk if i.slot != i.batch)
             if progress:
                 progress(len(chunk))
     return result
@@ -171,18 +170,21 @@ def _diff(
 def pull(
     client: LabelStudioClient,
     ledger: Ledger,
+    settings: AnnotationConfig,
     *,
-    prefix: str,
-    page_size: int = 100,
     progress: Callable[[int], None] | None = None,
+    result: PullResult | None = None,
 ) -> PullResult:
-    result = PullResult()
+    """New and changed annotations of the projects under ``settings.project_prefix``, into the
+    ledger (added to ``result`` when given: one result over several prefixes)."""
+    result = result or PullResult()
+    prefix, page_size = settings.project_prefix, settings.pull_page
     users: dict[int, str] | None = None
     for queue in QUEUES:
         project_id = client.find_project(prefix, queue)
         if project_id is None:
             continue
-        result.projects[queue] = project_id
+        result.projects[project_title(prefix, queue)] = project_id
         for tasks in client.tasks_updated_since(project_id, ledger.watermark(project_id), page_size):
             if users is None:
                 users = client.users()

@@ -27,6 +27,7 @@ from ptfactory.errors import SandboxError
 from ptfactory.filters.execution.base import Sandbox
 from ptfactory.filters.execution.image import IMAGE, find_image
 from ptfactory.filters.execution.limits import ExecResult, Limits, tail
+from ptfactory.filters.execution.oom import OomWatch
 
 __all__ = ["DockerSandbox", "docker_client"]
 
@@ -48,7 +49,8 @@ def docker_client() -> Any:
         client.ping()
     except Exception as exc:  # any failure here means "no engine": say how to fix it
         raise SandboxError(
-            f"no Docker engine answers ({exc}); install docker.io and start dockerd, or use the bwrap backend"
+            f"no Docker engine answers ({exc}); start it (`sudo systemctl start docker`, or "
+            "`sudo dockerd &`; install it with `apt-get install -y docker.io`)"
         ) from exc
     return client
 
@@ -64,18 +66,7 @@ class _Slot:
         self.jobs = 0
         self.discarded = False
         self.tree: str | None = None  # an episode's workspace hash after its last job
-        self.cgroup = Path(f"/sys/fs/cgroup/memory/docker/{container.id}/memory.oom_control")
-
-    def oom_kills(self) -> int:
-        """The kernel's OOM-kill counter for this container (cgroup v1), or -1 if unreadable."""
-        try:
-            text = self.cgroup.read_text()
-        except OSError:
-            return -1
-        for line in text.splitlines():
-            if line.startswith("oom_kill "):
-                return int(line.split()[1])
-        return -1
+        self.oom = OomWatch(container.id)  # what the engine says of OOM kills in it
 
     def send(self, message: Mapping[str, Any]) -> None:
         self.channel._sock.sendall(json.dumps(message).encode() + b"\n")
@@ -318,7 +309,6 @@ class DockerSandbox(Sandbox):
     ) -> ExecResult:
         job_id = uuid.uuid4().hex
         job_dir = persist or f"/work/j{job_id[:16]}"
-        oom_before = slot.oom_kills()
         watchdog_fired = threading.Event()
 
         def watchdog() -> None:
@@ -355,9 +345,11 @@ class DockerSandbox(Sandbox):
             return ExecResult("timeout", None, duration_ms, detail="killed by the outer watchdog")
         if answer is None:
             # The runner's stream ended mid-job: the job killed it (`kill -1`), or the kernel's OOM
-            # killer did. The container is recycled either way.
+            # killer did. The container is recycled either way (after asking: the engine answers
+            # about a container it still has).
+            killed_by_oom = slot.oom.killed(self.client)
             self._discard(slot)
-            if oom_before >= 0 and slot.oom_kills() > oom_before:
+            if killed_by_oom:
                 return ExecResult("oom", 137, duration_ms, detail=f"OOM-killed at {limits.memory_mb} MB")
             return ExecResult(
                 "failed", 137, duration_ms, detail="the job killed every process in its sandbox"
@@ -372,10 +364,11 @@ class DockerSandbox(Sandbox):
         duration_ms = float(answer["duration_ms"])
         stdout_tail = tail(base64.b64decode(answer["stdout"]), limits.tail_bytes)
         stderr_tail = tail(base64.b64decode(answer["stderr"]), limits.tail_bytes)
-        oom_after = slot.oom_kills()
+        # a job the runner did not kill for its deadline, dead of SIGKILL: the OOM killer's, or its own
+        sigkilled = exit_code == 137 and not answer["overran"] and not answer["flooded"]
         if answer["flooded"]:
             status, detail = "output_limit", f"more than {limits.output_bytes} bytes of output"
-        elif oom_before >= 0 and oom_after > oom_before:
+        elif sigkilled and slot.oom.killed(self.client):
             status, detail = "oom", f"OOM-killed at {limits.memory_mb} MB"
         elif answer["overran"] or (exit_code == 137 and duration_ms >= limits.timeout_s * 1000 * 0.98):
             status, detail = "timeout", f"killed after {limits.timeout_s:g}s"

@@ -11,6 +11,10 @@ from ptfactory.filters.execution.limits import ExecResult
 
 __all__ = ["ASSERTIONS_MARK", "extract_solution", "graded", "program"]
 
+# a top-level import statement (not prose that starts with "from the ...")
+_IMPORT = re.compile(
+    r"^(?:from\s+[\w.]+\s+import\s+\S.*|import\s+[\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+(?:\s+as\s+\w+)?)*\s*)$"
+)
 _FENCE = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.S)
 # The harness's source, sent into the sandbox as the top of every program. The host never imports
 # it (its `exec` lines must run only in the sandbox): even the mark it prints is read from its text.
@@ -32,13 +36,18 @@ def _stub(prompt: str) -> str:
 def extract_solution(prompt: str, response: str, entry_point: str) -> str:
     """The code to test, from a model's reply or a HumanEval-style completion.
 
-    A fenced block that defines ``entry_point`` wins; a reply that is only a function body (a
+    A fenced block that defines ``entry_point`` wins, after the stub's top-level imports it lacks
+    (a reply that restates ``def f(xs: List[int])`` without the prompt's ``from typing import List``
+    is run as HumanEval runs prompt + completion); a reply that is only a function body (a
     HumanEval completion) is appended to the prompt's stub, as HumanEval does.
     """
     blocks: list[str] = _FENCE.findall(response) or [response]
     defining = [b for b in blocks if re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", b, re.M)]
     if defining:
-        return defining[0]
+        imports = [
+            line for line in _stub(prompt).splitlines() if _IMPORT.match(line) and line not in defining[0]
+        ]
+        return "\n".join([*imports, defining[0]]) if imports else defining[0]
     return _stub(prompt).rstrip("\n") + "\n" + blocks[0]
 
 
@@ -54,9 +63,18 @@ def program(solution: str, tests: str, entry_point: str | None) -> str:
 
 def graded(result: ExecResult) -> ExecResult:
     """``result`` with the harness's assertion counts (None when it wrote none: the run was killed
-    by a timeout, OOM or output flood before the harness could report) and without its count line."""
+    by a timeout, OOM or output flood before the harness could report) and without its count line.
+    A run that exited cleanly without the counts never ran its tests: it is ``failed``."""
     found = _COUNTS.findall(result.stdout_tail)
     if not found:
+        if result.status == "passed":
+            # The harness always writes its counts before it exits; a clean exit without them is a
+            # program that left before its tests ran (``os._exit(0)`` in the solution): a failure.
+            return replace(
+                result,
+                status="failed",
+                detail="the program exited before the harness reported its tests (an early exit)",
+            )
         return result
     passed, total = found[-1]
     return replace(

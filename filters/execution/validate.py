@@ -5,6 +5,15 @@ A failing row is not dropped here: whether it is a wrong answer to a problem som
 solves, or a problem nothing solves (``unsolvable``), is decided by the difficulty stage, which
 also has the student's attempts. Either way it never reaches SFT; it stays in the table for the
 execution judge and for pass-over-fail preference pairs.
+
+A fault (timeout, OOM, output flood, a sandbox error, a runner killed under the job) is checked
+with a known-good control program in the same sandbox (:mod:`ptfactory.filters.execution.control`):
+the solution's fault is recorded as its status (a ``sandbox_error`` it caused becomes ``failed``);
+an infrastructure fault is retried (``execution.infra_retries``), then recorded as
+``sandbox_error``: an abstention, never the solution's failure. When more than
+``execution.max_infra_error_share`` of a batch's runs end so, the sandbox cannot be trusted with
+it: every live row of the batch is dropped (``sandbox_unreliable``), so nothing of it is
+published, and :attr:`ValidationStats.gate` (the asset check's figure) fails.
 """
 
 from __future__ import annotations
@@ -18,16 +27,37 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import Field
 
 from ptfactory.errors import UserInputError
 from ptfactory.filters.execution.base import Job, Sandbox
+from ptfactory.filters.execution.control import InfraGate, infra_gate, run_checked
 from ptfactory.filters.execution.limits import ExecResult, Limits
-from ptfactory.filters.execution.programs import extract_solution, graded, program
+from ptfactory.filters.execution.programs import extract_solution, program
+from ptfactory.section import Section
 from ptfactory.storage.schema import add_decision, dropped_mask, prompt_of, response_of, set_score
 
-__all__ = ["ValidationStats", "validate_parquet", "validate_samples"]
+__all__ = ["ExecutionConfig", "ValidationStats", "validate_parquet", "validate_samples"]
 
 STAGE = "execute"
+UNRELIABLE = "sandbox_unreliable"
+
+
+class ExecutionConfig(Section):
+    """The ``execution`` section of factory.yaml: how the execution stage treats sandbox faults
+    (the sandbox's own limits are the ``sandbox`` section)."""
+
+    max_infra_error_share: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="largest share of a batch's sandbox runs that may end in an infrastructure "
+        "fault (a control program failed too); above it the batch's check fails and nothing of "
+        "it is published",
+    )
+    infra_retries: int = Field(
+        1, ge=0, le=5, description="runs again of a job the infrastructure failed, before it abstains"
+    )
 
 
 @dataclass
@@ -38,10 +68,19 @@ class ValidationStats:
     not_code: int = 0
     assertions_passed: int = 0  # over the runs whose harness reported its counts
     assertions_total: int = 0
+    infra_errors: int = 0  # runs that abstained: the control failed too, on every try
+    solution_faults: int = 0  # faults a passing control showed to be the solution's
+    retries: int = 0  # runs again after an infrastructure fault
+    max_infra_error_share: float = 0.1
 
     @property
     def validations(self) -> int:
         return sum(self.statuses.values())
+
+    @property
+    def gate(self) -> InfraGate:
+        """The batch's infrastructure health: what the execution asset's check reports."""
+        return infra_gate(self.infra_errors, self.validations, self.max_infra_error_share)
 
     @property
     def per_second(self) -> float:
@@ -52,11 +91,15 @@ class ValidationStats:
 
 
 def _run(
-    sandbox: Sandbox, programs: list[str], limits: Limits | None, stats: ValidationStats
+    sandbox: Sandbox, programs: list[str], limits: Limits | None, stats: ValidationStats, retries: int
 ) -> list[ExecResult]:
     started = time.perf_counter()
-    results = [graded(r) for r in sandbox.run_many([Job({"program.py": text}) for text in programs], limits)]
+    checked = run_checked(sandbox, [Job({"program.py": text}) for text in programs], limits, retries)
     stats.seconds += time.perf_counter() - started
+    results = [c.result for c in checked]
+    stats.infra_errors += sum(c.infra for c in checked)
+    stats.solution_faults += sum(c.blamed for c in checked)
+    stats.retries += sum(c.tries - 1 for c in checked)
     for result in results:
         stats.statuses[result.status] += 1
         stats.durations_ms.append(result.duration_ms)
@@ -66,12 +109,16 @@ def _run(
 
 
 def validate_samples(
-    table: pa.Table, sandbox: Sandbox, limits: Limits | None = None
+    table: pa.Table, sandbox: Sandbox, limits: Limits | None = None, config: ExecutionConfig | None = None
 ) -> tuple[pa.Table, ValidationStats]:
     """Every row back: code rows with ``scores.execution`` and a decision naming the outcome
-    (``tests_passed``, ``execution_failed``, ``execution_timeout``...; all ``keep``: the difficulty
-    stage drops the failures), other rows with a ``not_code`` note; rows dropped upstream untouched."""
-    stats = ValidationStats()
+    (``tests_passed``, ``execution_failed``, ``execution_timeout``, ``execution_sandbox_error`` for
+    an infrastructure fault...; all ``keep``: the difficulty stage drops the failures), other rows
+    with a ``not_code`` note; rows dropped upstream untouched. When the batch's infrastructure
+    faults pass ``config.max_infra_error_share`` (``stats.gate`` fails), every live row is dropped
+    instead (``sandbox_unreliable``)."""
+    config = config or ExecutionConfig()
+    stats = ValidationStats(max_infra_error_share=config.max_infra_error_share)
     rows = table.to_pylist()
     dropped = dropped_mask(table).to_pylist()
     code_rows = [i for i, r in enumerate(rows) if r["kind"] == "code" and not dropped[i]]
@@ -81,7 +128,7 @@ def validate_samples(
         prompt = prompt_of(row["messages"], required=True)
         solution = extract_solution(prompt, response_of(row["messages"]), row["entry_point"])
         programs.append(program(solution, row["tests"], row["entry_point"]))
-    results = _run(sandbox, programs, limits, stats)
+    results = _run(sandbox, programs, limits, stats, config.infra_retries)
 
     scores: list[dict[str, object] | None] = [r["scores"]["execution"] if r["scores"] else None for r in rows]
     live = [i for i in range(len(rows)) if not dropped[i]]
@@ -98,19 +145,25 @@ def validate_samples(
         details[i] = "; ".join(part for part in (counted, result.detail) if part) or None
     stats.not_code = sum(1 for i in live if reasons[i] == "not_code")
     out = set_score(table, "execution", scores)
-    merged = add_decision(
-        out,
-        STAGE,
-        ["keep"] * len(live),
-        [reasons[i] for i in live],
-        [details[i] for i in live],
-        rows=live,
-    )
+    gate = stats.gate
+    if not gate.passed:  # the sandbox cannot be trusted with this batch: none of it goes on
+        said = gate.describe()
+        verdicts = ["drop"] * len(live)
+        said_reasons = [UNRELIABLE] * len(live)
+        said_details: list[str | None] = [f"{said}; this row: {reasons[i]}" for i in live]
+    else:
+        verdicts, said_reasons = ["keep"] * len(live), [reasons[i] for i in live]
+        said_details = [details[i] for i in live]
+    merged = add_decision(out, STAGE, verdicts, said_reasons, said_details, rows=live)
     return merged, stats
 
 
 def validate_parquet(
-    source: Path, out: Path, sandbox: Sandbox, limits: Limits | None = None
+    source: Path,
+    out: Path,
+    sandbox: Sandbox,
+    limits: Limits | None = None,
+    config: ExecutionConfig | None = None,
 ) -> ValidationStats:
     """``ptf validate``: run ``solution`` then ``tests`` (then ``check(entry_point)`` when the file has
     an ``entry_point`` column) for every row; write every input column plus ``exec_status``,
@@ -131,12 +184,14 @@ def validate_parquet(
         if "entry_point" in table.column_names
         else [None] * len(tests)
     )
-    stats = ValidationStats()
+    config = config or ExecutionConfig()
+    stats = ValidationStats(max_infra_error_share=config.max_infra_error_share)
     results = _run(
         sandbox,
         [program(s or "", t or "", e) for s, t, e in zip(solutions, tests, entry, strict=True)],
         limits,
         stats,
+        config.infra_retries,
     )
     table = table.append_column("exec_status", pa.array([r.status for r in results], pa.string()))
     table = table.append_column("exec_exit_code", pa.array([r.exit_code for r in results], pa.int32()))

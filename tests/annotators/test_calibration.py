@@ -1,5 +1,6 @@
-"""Judge calibration from expert labels: reliabilities, log-odds weights, agreement, the stored stats,
-and one real publish whose version the panel and `ptf datasets show` read back."""
+"""Judge calibration from expert labels: AUC weights, agreement, the report a version's manifest keeps,
+and one real publish: `ptf datasets show` reads the report back, and no panel takes its weights from
+it (the calibration store, keyed by judge identity, holds those: test_calibration_store.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from typing import Any
 
 import dagster as dg
 import pyarrow as pa
-import pytest
 
 from ptfactory.annotators.judges.calibration import (
     Calibration,
@@ -20,9 +20,6 @@ from ptfactory.annotators.judges.calibration import (
     calibrate,
     cohen_kappa,
     examples,
-    latest_stats,
-    log_odds_weights,
-    weights_for,
 )
 from ptfactory.storage.schema import from_records, sample_id
 from ptfactory.storage.versions import DatasetStore
@@ -44,31 +41,21 @@ def _synthetic(n: int = 200) -> list[Example]:
     return rows
 
 
-def test_weights_move_toward_the_reliable_judge() -> None:
+def test_weights_move_toward_the_judge_that_separates_the_labels() -> None:
     cal = calibrate(_synthetic(), min_labels=20, accept_at=ACCEPT_AT)
     assert cal.labels == 200
     assert cal.accuracy == {"a": 0.9, "b": 0.55, "c": 0.4}
-    assert cal.reliability["a"] == round(181 / 202, 4)  # Laplace: (correct + 1) / (votes + 2)
+    assert cal.fits["a"]["auc"] == 0.9 and cal.fits["b"]["auc"] == 0.55  # two-valued votes: AUC = accuracy
     assert cal.weights is not None
-    assert cal.weights["a"] > cal.weights["b"] > cal.weights["c"] == 0.0  # C is worse than chance
-    assert cal.weights["b"] < 0.1 * cal.weights["a"]  # B is barely better than a coin
-    assert sum(cal.weights.values()) / 3 == pytest.approx(1.0, abs=1e-3)  # mean 1: an unfitted judge's 1
+    assert cal.weights["a"] == 0.8 and cal.weights["b"] == 0.1 and cal.weights["c"] == 0.0  # 2 AUC - 1, >= 0
     assert cal.audit is not None and cal.audit.rows == 50
 
 
-def test_too_few_labels_keep_equal_weights() -> None:
+def test_too_few_labels_fit_nothing_but_report_the_agreement() -> None:
     rows = _synthetic(30)
     cal = calibrate(rows, min_labels=31, accept_at=ACCEPT_AT)
-    assert cal.weights is None and cal.accuracy  # agreement is still reported
-    stats = {"calibration": cal.to_stats()}
-    assert weights_for(stats, 31) is None
-    assert weights_for(stats, 30) == calibrate(rows, 30, ACCEPT_AT).weights  # the minimum in force now
-    assert weights_for(None, 1) is None and weights_for({"rows_per_split": {}}, 1) is None
-
-
-def test_no_judge_better_than_chance_means_equal_weights() -> None:
-    assert log_odds_weights({"x": 0.5, "y": 0.3}) is None
-    assert log_odds_weights({}) is None
+    assert cal.weights is None and cal.accuracy and cal.fits  # agreement and fits are reported
+    assert calibrate(rows, 30, ACCEPT_AT).weights is not None
 
 
 def test_accuracy_and_kappa_on_a_hand_checked_example() -> None:
@@ -84,7 +71,6 @@ def test_accuracy_and_kappa_on_a_hand_checked_example() -> None:
     assert cal.kappa["j"] == cal.panel_kappa == round(1 / 3, 4)
     calls = [s >= 6 for s in scores]
     assert cal.kappa["j"] == round(cohen_kappa_score(calls, expert), 4)
-    assert cal.reliability["j"] == round(5 / 8, 4)
     assert cal.audit is None  # no audit row labelled
     assert cohen_kappa([True, True], [True, True]) is None  # chance agreement 1: undefined
     assert cohen_kappa([], []) is None
@@ -198,7 +184,7 @@ def test_publish_stores_the_calibration_and_the_panel_uses_it(
     home: Path, tmp_path: Path, tiny_model: Path
 ) -> None:
     from ptfactory.assets.datasets import sft_dataset
-    from ptfactory.assets.resources import FactoryResource
+    from ptfactory.assets.resources import EnginesResource, PanelResource, SettingsResource, factory_resources
 
     config = tmp_path / "factory.yaml"
     config.write_text(
@@ -206,23 +192,27 @@ def test_publish_stores_the_calibration_and_the_panel_uses_it(
         "judges:\n  - {name: execution, type: execution}\n"
         "judging: {calibration_min_labels: 10}\n"
     )
-    factory = FactoryResource(home=str(home), config_path=str(config))
+    factory = PanelResource(
+        engines=EnginesResource(settings=SettingsResource(home=str(home), config_path=str(config)))
+    )
     assert factory.panel().weights is None  # nothing published: equal weights
 
-    result = dg.materialize([_curated_samples, sft_dataset], resources={"factory": factory})
+    result = dg.materialize(
+        [_curated_samples, sft_dataset], resources=factory_resources(str(config), str(home))
+    )
     assert result.success
     meta = result.asset_materializations_for_node("sft_dataset")[0].metadata
     assert meta["dagster/row_count"].value == 20  # the accepted half; rejects are not published
     assert meta["calibration_labels"].value == 40  # ...but they are labels
     assert "judge_a" in meta["calibration"].value
 
-    stats = latest_stats(DatasetStore(str(home)), "sft")
-    assert stats is not None
+    stats = DatasetStore(str(home)).manifest("sft", 1).stats
     cal = Calibration.from_stats(stats["calibration"])
     assert cal.accuracy == {"judge_a": 0.9, "judge_b": 0.55}
-    assert cal.weights is not None and cal.weights["judge_a"] > 10 * cal.weights["judge_b"]
+    assert cal.weights is not None and cal.weights["judge_a"] > 5 * cal.weights["judge_b"]
     assert cal.audit is not None and cal.audit.rows == 5
-    assert factory.panel().weights == cal.weights  # the next judged batch weights its judges
+    # the manifest is a report: the next panel reads weights from the calibration store, by identity
+    assert factory.panel().weights is None
 
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     env.update({"PTF_HOME": str(home), "COLUMNS": "200", "NO_COLOR": "1"})
@@ -237,7 +227,7 @@ def test_publish_stores_the_calibration_and_the_panel_uses_it(
     )
     assert shown.returncode == 0, shown.stderr[-3000:]
     text = shown.stdout
-    assert "judge calibration" in text and "40 expert labels, reliability weights" in text
+    assert "judge calibration" in text and "40 expert labels" in text
     assert "audit rows   5" in text
     line = next(ln for ln in text.splitlines() if "judge_a" in ln)
     assert f"{cal.weights['judge_a']:.3f}" in line and "0.900" in line

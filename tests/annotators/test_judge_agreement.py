@@ -8,7 +8,7 @@ import dagster as dg
 import pytest
 
 from ptfactory.assets.judging import judged_samples
-from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.resources import factory_resources
 from ptfactory.filters.execution.docker_sandbox import DockerSandbox
 from ptfactory.filters.execution.limits import Limits
 from ptfactory.filters.execution.validate import validate_samples
@@ -62,10 +62,7 @@ def test_judge_vs_execution_agreement_is_reported(home: Path, tmp_path: Path, sm
         [upstream, judged_samples],
         instance=instance,
         partition_key="he",
-        resources={
-            "factory": FactoryResource(home=str(home), config_path=str(config)),
-            "samples_io": SampleIOManager(home=str(home)),
-        },
+        resources=factory_resources(str(config), str(home)),
     )
     assert result.success
     meta = result.asset_materializations_for_node("judged_samples")[0].metadata

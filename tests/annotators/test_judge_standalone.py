@@ -8,8 +8,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from ptfactory.annotators.judges import ExecutionJudge, Judge, Panel, Vote
-from ptfactory.annotators.judges.standalone import ColumnError, detect_columns, score_table
+from ptfactory.annotators.judges import Judge, Panel, VerifierSet, Vote
+from ptfactory.annotators.judges.standalone import AGGREGATES, ColumnError, detect_columns, score_table
 from ptfactory.errors import UserInputError
 
 
@@ -31,7 +31,9 @@ class Length(Judge):
 
 
 def _panel() -> Panel:
-    return Panel([Length("length"), ExecutionJudge("execution")])
+    """The word-count judge, and the code verifier under the alias ``execution`` (recorded runs only:
+    no sandbox)."""
+    return Panel([Length("length")], VerifierSet([("execution", "code")]))
 
 
 @pytest.mark.parametrize(
@@ -62,40 +64,49 @@ def test_messages_win_over_text_columns_and_named_columns_win_over_both() -> Non
         detect_columns(table, "nope")
 
 
-def test_score_table_adds_the_aggregates_and_one_column_per_judge() -> None:
+def test_score_table_adds_the_aggregates_and_one_column_per_member() -> None:
     table = pa.table(
         {"prompt": ["Say two words.", "Say nothing."], "response": ["hello there", ""], "n": [1, 2]}
     )
-    out = score_table(table, _panel())
-    assert out.column_names == ["prompt", "response", "n", *("judge_mean", "judge_spread", "judge_confidence"),
-                                "judge_length", "judge_execution"]  # fmt: skip
+    out, report = score_table(table, _panel())
+    assert out.column_names == ["prompt", "response", "n", *AGGREGATES, "judge_execution", "judge_length",
+                                "verdict_execution", "verifiers"]  # fmt: skip
     assert out.column("judge_length").to_pylist() == [2.0, None]  # null where the vote did not count
-    assert out.column("judge_execution").to_pylist() == [None, None]  # sft rows: abstains
+    assert out.column("judge_execution").to_pylist() == [None, None]  # sft rows: not applicable
+    # nothing measured the judge (no labels, no calibration store): its equal mean ranks, 0 votes
     assert out.column("judge_mean").to_pylist() == [2.0, None]
+    assert out.column("judge_votes").to_pylist() == [0, 0]
     assert out.column("judge_confidence").to_pylist() == [0.5, None]
-    again = score_table(out, _panel())  # judging a judged table replaces the columns
+    assert report.weights["length"].source == "none"
+    again, _ = score_table(out, _panel())  # judging a judged table replaces the columns
     assert again.column_names == out.column_names
 
 
-def test_code_rows_carry_execution_results_to_the_execution_judge() -> None:
+def test_code_rows_carry_execution_results_to_the_code_verifier() -> None:
     execution = {"status": "passed", "exit_code": 0, "duration_ms": 1.0, "stdout_tail": "", "stderr_tail": ""}
     table = pa.table(
         {
             "prompt": ["Write f."],
             "response": ["def f(): return 1"],
             "kind": ["code"],
+            "tests": ["def check(candidate):\n    assert candidate() == 1\n"],
+            "entry_point": ["f"],
             "scores": [{"execution": execution}],
         }
     )
-    out = score_table(table, _panel())
+    out, _ = score_table(table, _panel())
     assert out.column("judge_execution").to_pylist() == [10.0]
+    assert out.column("verdict_execution").to_pylist() == ["pass"]
+    # the verifier's weight is 1, the unmeasured judge's 0: the check decides the mean
+    assert out.column("judge_mean").to_pylist() == [10.0]
+    assert out.column("judge_votes").to_pylist() == [1]
 
 
 def test_progress_reports_rows_judged_of_total() -> None:
     seen: list[tuple[int, int]] = []
     table = pa.table({"prompt": ["p"] * 5, "response": ["a b c"] * 5})
-    score_table(table, _panel(), batch_size=2, progress=lambda done, total: seen.append((done, total)))
-    assert seen == [(0, 5), (2, 5), (4, 5), (5, 5)]
+    score_table(table, _panel(), progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(5, 5)]
 
 
 @pytest.mark.parametrize(

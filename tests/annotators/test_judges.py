@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from ptfactory.annotators.judges import (
-    ExecutionJudge,
     LLMJudge,
     Panel,
     RelevanceJudge,
@@ -20,6 +19,7 @@ from ptfactory.annotators.judges import (
     krippendorff_alpha,
     parse_vote,
 )
+from ptfactory.annotators.judges.vote_columns import VoteColumns
 from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams
 from ptfactory.storage.schema import from_records, sample_id
 
@@ -86,15 +86,14 @@ def test_garbage_replies_are_kept_raw_and_left_out_of_the_aggregate() -> None:
     garbage = LLMJudge(
         "garbage", engine=Garbage(model_id="g", replies=["lol no", '{"score": 99}']), scoring="json"
     )
-    steady = LLMJudge(
-        "steady", engine=Garbage(model_id="s", replies=['{"score": 6, "verdict": "accept"}']), scoring="json"
-    )
+    replies = ['{"score": 6, "verdict": "accept"}', '{"score": 8, "verdict": "accept"}']
+    steady = LLMJudge("steady", engine=Garbage(model_id="s", replies=replies), scoring="json")
     table, _ = Panel([garbage, steady]).judge_table(from_records(_rows(4)))
-    for row in table.to_pylist():
+    for i, row in enumerate(table.to_pylist()):
         votes = {v["judge"]: v for v in row["scores"]["judges"]}
         assert votes["garbage"]["parsed"] is False and votes["garbage"]["score"] is None
         assert votes["garbage"]["raw"] in ("lol no", '{"score": 99}')
-        assert row["scores"]["judge_mean"] == 6.0  # the garbage is not a 0
+        assert row["scores"]["judge_mean"] == (6.0, 8.0)[i % 2]  # the garbage is not a 0
     assert garbage.stats.parse_failure_rate == 1.0 and steady.stats.parse_failure_rate == 0.0
     assert garbage.stats.prompt_tokens == 200
 
@@ -107,9 +106,13 @@ def test_aggregation_math() -> None:
         Vote("d", "m", None, "unparsed", parsed=False),
         Vote("e", "m", None, "abstain"),
     ]
-    agg = aggregate(votes)
-    assert (agg.mean, agg.median, agg.spread, agg.counted) == (6.0, 6.0, 4.0, 3)
-    assert aggregate([Vote("d", "m", None, "unparsed", parsed=False)]).mean is None
+    columns = VoteColumns.of([[v] for v in votes])
+    agg = aggregate(columns, [1.0] * 5, keys=["a", "b", "a", "d", "e"])
+    assert (agg.mean[0], agg.median[0], agg.spread[0], agg.counted[0], agg.votes[0]) == (6.0, 6.0, 4.0, 3, 2)
+    weighted = aggregate(columns, [1.0, 0.5, 0.0, 1.0, 1.0])  # c weighs nothing: out of the mean
+    assert weighted.mean[0] == pytest.approx((8 + 0.5 * 4) / 1.5) and weighted.counted[0] == 2
+    nothing = aggregate(VoteColumns.of([[Vote("d", "m", None, "unparsed", parsed=False)]]), [1.0])
+    assert not nothing.present[0] and nothing.votes[0] == 0
 
 
 def test_krippendorff_alpha() -> None:
@@ -147,14 +150,6 @@ def test_krippendorff_alpha_matches_the_package_and_scales_to_continuous_scores(
     big = np.vstack([truth + rng.normal(0, 1, truth.size), truth + rng.normal(0, 1, truth.size)])
     alpha = krippendorff_alpha(big)
     assert alpha is not None and 0.8 < alpha < 0.9  # var(truth) 6.75 against noise 1 per judge
-
-
-def test_execution_judge_and_abstentions() -> None:
-    rows = _rows(1, "code") + _rows(1)
-    rows[0]["scores"] = {"execution": {"status": "failed"}}
-    votes = ExecutionJudge("execution").judge(rows)  # type: ignore[arg-type]
-    assert (votes[0].score, votes[0].verdict) == (1.0, "reject")
-    assert (votes[1].score, votes[1].verdict) == (None, "abstain")
 
 
 def test_relevance_judge_with_the_bundled_minilm() -> None:

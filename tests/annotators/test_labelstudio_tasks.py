@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -60,3 +61,79 @@ def test_audit_tasks_carry_no_votes_no_mean_no_execution_and_no_predictions(kind
     review = to_task(_row(kind))
     assert review["data"]["audit"] is False and review["predictions"] and "judges" in review["data"]
     assert queue_of(_row(kind)) == kind
+
+
+def _verdict(verifier: str, kind: str, verdict: str, reason: str, **evidence: Any) -> dict[str, Any]:
+    return {
+        "verifier": verifier,
+        "kind": kind,
+        "verdict": verdict,
+        "reason": reason,
+        "score": {"pass": 1.0, "abstain": None}.get(verdict, 0.0),
+        "partial": evidence.pop("partial", None),
+        "final": verdict == "fail",
+        "evidence": json.dumps(evidence),
+    }
+
+
+def test_experts_see_the_verifiers_evidence_and_no_verdict_they_contradict() -> None:
+    """A wrong math answer the judges love: the task shows the reference and the extracted answer
+    beside the votes, the answer verifier's reject is a prediction and no judge's accept is."""
+    row = _row("sft")
+    row["reference"] = {
+        "answer": "18",
+        "source": "answer",
+        "family": None,
+        "metadata": None,
+        "constraints": None,
+    }
+    row["scores"]["judges"] = [
+        {
+            "judge": "answer",
+            "model": "verifier:answer",
+            "score": 1.0,
+            "rationale": "fail: wrong_answer",
+            "method": "verifier",
+        },
+        {"judge": "smollm2", "model": "m", "score": 9.5, "rationale": "likely", "method": "likelihood"},
+    ]
+    row["scores"]["verifiers"] = [
+        _verdict(
+            "answer", "answer", "fail", "wrong_answer", expected="18", extracted="384", rule="last_number"
+        )
+    ]
+    task = to_task(row, accept_at=7.0)
+    shown = task["data"]["verifiers"]
+    assert "reference answer: 18" in shown and "answer (answer): FAIL — wrong_answer" in shown
+    assert "expected '18', the response's answer '384' (found by last_number)" in shown
+    choices = [p["result"][0]["value"]["choices"] for p in task["predictions"]]
+    assert choices == [["reject"]] and task["predictions"][0]["model_version"] == "verifier:answer"
+    assert any(t.get("value") == "$verifiers" for t in _tags("sft"))
+
+
+def test_failed_assertions_and_the_agent_check_output_are_shown() -> None:
+    code = _row("code")
+    code["scores"]["verifiers"] = [
+        _verdict("code", "code", "fail", "execution_failed", partial=0.5, status="failed", exit_code=1,
+                 assertions_passed=1, assertions_total=2,
+                 failed_checks=["tests.py:3: assert candidate(2) == 4 (AssertionError)"]),
+    ]  # fmt: skip
+    shown = to_task(code)["data"]["verifiers"]
+    assert "assertions held 1/2" in shown and "tests.py:3: assert candidate(2) == 4" in shown
+    assert "part credit 0.50 (never a pass)" in shown
+    agent = _row("sft")
+    agent["scores"]["verifiers"] = [
+        _verdict("agent", "agent", "fail", "check_failed", status="failed", exit_code=1,
+                 check="python -m pytest -q", output_tail="FAILED (failures=2)"),
+    ]  # fmt: skip
+    shown = to_task(agent)["data"]["verifiers"]
+    assert "check `python -m pytest -q`" in shown and "FAILED (failures=2)" in shown
+    # a pass: no judge's reject is pre-selected
+    passing = _row("sft")
+    passing["scores"]["judges"] = [{"judge": "j", "model": "m", "score": 2.0, "rationale": "meh"}]
+    passing["scores"]["verifiers"] = [
+        _verdict("answer", "answer", "pass", "correct", expected="18", extracted="18")
+    ]
+    choices = [p["result"][0]["value"]["choices"] for p in to_task(passing)["predictions"]]
+    assert choices == [["accept"]]
+    assert "verifiers" not in to_task(_row("sft", reason="audit", detail="audit of auto_accept; x"))["data"]

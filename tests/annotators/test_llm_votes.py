@@ -148,16 +148,33 @@ def test_a_judge_under_the_minimum_is_left_out_and_a_constant_one_is_flagged() -
     assert report.counted_share["quiet"] is None and report.counted_share["good"] == 1.0
     assert report.constant == ["constant"]
     first = table.to_pylist()[0]["scores"]
-    assert first["judge_mean"] == pytest.approx((2 + 3 + 5) / 3, abs=1e-3)  # flaky is not in the mean
+    assert first["judge_mean"] == pytest.approx((2 + 3) / 2, abs=1e-3)  # neither flaky nor constant
     assert report.alpha is not None and report.alpha > 0.8  # good and other agree; constant is out
 
 
-def test_reliability_weights_move_the_mean() -> None:
-    judges: list[Judge] = [Fixed("a", scores=[9]), Fixed("b", scores=[1])]
+def test_persisted_weights_move_the_mean(tmp_path: Path) -> None:
+    """Judges nothing measured average equally; the weights their identities earned (the store's:
+    AUC 0.875 and 0.625 on expert labels, weights 0.75 and 0.25) weigh their votes."""
+    from ptfactory.annotators.judges import CalibrationStore
+
+    @dataclass
+    class Named(Fixed):
+        @property
+        def model(self) -> str:  # two models: two identities
+            return f"fixed-{self.name}"
+
+    judges: list[Judge] = [Named("a", family="fa", scores=[9, 8]), Named("b", family="fb", scores=[1, 2])]
     equal, _ = Panel(judges).judge_table(from_records(_rows(2)))
-    weighted, _ = Panel(judges, weights={"a": 3.0, "b": 1.0}).judge_table(from_records(_rows(2)))
+    store = CalibrationStore.under(tmp_path)
+    for judge, value in zip(judges, (0.875, 0.625), strict=True):
+        store.put_fit(
+            judge.name, judge.identity_key, judge.identity(), {"auc": value, "labels": 40, "cut": 6.0}
+        )
+    weighted, report = Panel(judges, store=store).judge_table(from_records(_rows(2)))
     assert equal.to_pylist()[0]["scores"]["judge_mean"] == pytest.approx(5.0)
     assert weighted.to_pylist()[0]["scores"]["judge_mean"] == pytest.approx(7.0)
+    assert weighted.to_pylist()[0]["scores"]["judge_votes"] == 2
+    assert {n: w.weight for n, w in report.weights.items()} == {"a": 0.75, "b": 0.25}
 
 
 def test_choice_logprobs_one_pass_equals_one_scored_continuation_each(

@@ -1,7 +1,8 @@
-"""Preference candidates built as a table (annotators/judges/pair_table.py) are the rows the row
-by row builder makes, value for value: plain chats, multi-turn and system turns, agent episodes
-with tool calls, answers without an assistant turn, rows without provenance, unicode and quotes
-in the texts, weights and left-out judges, and no LLM judge at all."""
+"""Preference candidates built as a table (annotators/judges/pair_table.py): the pairs the rules
+choose (tests/annotators/rowwise/panel.py, from the issue's text), the chosen and rejected turns cut
+right from plain chats, multi-turn and system turns, agent episodes with tool calls, answers without
+an assistant turn, rows without provenance, unicode and quotes in the texts; the comparisons'
+aggregate with weights and left-out judges; and no LLM judge at all."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ import pytest
 from ptfactory.annotators.judges.llm import LLMJudge
 from ptfactory.annotators.judges.pair_table import preference_candidate_table
 from ptfactory.annotators.judges.pairwise import preference_candidates
-from ptfactory.annotators.judges.panel import pair_candidate_rows
-from ptfactory.storage.schema import SAMPLE_SCHEMA, from_records, sample_id
+from ptfactory.storage.schema import SAMPLE_SCHEMA, from_records, response_of, sample_id
+from tests.annotators.rowwise import panel as rules
 from tests.annotators.test_vectorized_stages import Letters
 
 
@@ -83,19 +84,34 @@ def _judged(seed: int, n: int = 240) -> pa.Table:
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("names", [("x", "y"), ("x",), ()])
-def test_the_table_is_the_rows_preference_candidates_makes(seed: int, names: tuple[str, ...]) -> None:
+def test_the_table_holds_the_pairs_the_rules_choose(seed: int, names: tuple[str, ...]) -> None:
     table = _judged(seed)
-    judges = [LLMJudge(name, engine=Letters(model_id=name)) for name in names]
-    # a zero weight: rows where it is the only counted vote are aggregated by ``aggregate`` itself
-    weights = {"x": 2.0} if seed % 3 else {"x": 0.0}
+    judges = [LLMJudge(name, engine=Letters(model_id=name), family=name) for name in names]
+    weights = {"x": 2.0} if seed % 3 else {"x": 0.0}  # y unmeasured; x measured, or measured at 0
     leave_out = frozenset({"y"} if seed % 2 else ())
     new = preference_candidate_table(table, judges, 1.0, weights, leave_out)
-    old = preference_candidates(pair_candidate_rows(table, 1.0), judges, 1.0, weights, leave_out)
-    assert old.rows, "the batch makes pairs"
+    rows = table.to_pylist()
+    expected = rules.pairs(table, 1.0)
+    assert expected, "the batch makes pairs"
     assert new.table is not None and new.table.schema == SAMPLE_SCHEMA
-    assert new.count == len(old.rows)
-    assert new.table.to_pylist() == from_records(old.rows).to_pylist()
-    assert (new.consistency, new.agreement) == (old.consistency, old.agreement)
+    made = new.table.to_pylist()
+    assert len(made) == len(expected)
+    for pair, (best, worst) in zip(made, expected, strict=True):
+        chosen, rejected = rows[best]["messages"], rows[worst]["messages"]
+        assert pair["kind"] == "preference" and pair["messages"] == chosen[:-1]
+        assert response_of(pair["chosen"], final_turn=False) == response_of(chosen[-1:], final_turn=False)
+        assert response_of(pair["rejected"], final_turn=False) == response_of(rejected[-1:], final_turn=False)
+        assert json.loads(pair["decisions"][0]["detail"])["chosen"] == rows[best]["sample_id"]
+        assert pair["provenance"]["parent_id"] == rows[best]["sample_id"]
+        members = [v["judge"] for v in pair["scores"]["judges"]]
+        key = {n: f"{n}/pairwise" for n in names}
+        in_batch = {n for n in names if n not in leave_out}
+        expected_scores = rules.aggregate_row(pair["scores"]["judges"], members, {"x": weights["x"], "y": 0.0},
+                                              in_batch, {"y"}, key)  # fmt: skip
+        assert {k: pair["scores"][k] for k in expected_scores} == expected_scores
+    # the dict-row entry point is the same table
+    again = preference_candidates(rows, judges, 1.0, weights, leave_out)
+    assert again.rows == made
 
 
 def test_a_batch_without_pairs_gives_an_empty_table() -> None:

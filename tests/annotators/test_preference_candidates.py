@@ -43,9 +43,12 @@ ROWS = [
 
 
 def test_candidates_are_compared_in_both_orders_and_routed_by_the_comparison() -> None:
-    fair = LLMJudge("fair", engine=Letters(model_id="fair"))
-    report = preference_candidates(ROWS, [fair], margin=2.0)
-    assert report.consistency == {"fair": 1.0}
+    """Two judges of different families that earned a weight: two independent votes, enough to
+    accept a pair their comparisons confirm."""
+    fair = LLMJudge("fair", engine=Letters(model_id="fair"), family="one")
+    other = LLMJudge("other", engine=Letters(model_id="other"), family="two")
+    report = preference_candidates(ROWS, [fair, other], margin=2.0, weights={"fair": 0.8, "other": 0.6})
+    assert report.consistency == {"fair": 1.0, "other": 1.0}
     assert report.agreement["fair"] == (0.5, 2)  # agrees with the score gap on p1, not on p3
     pairs = {r["provenance"]["parent_id"]: r for r in report.rows}
     assert set(pairs) == {ROWS[0]["sample_id"], ROWS[4]["sample_id"]}  # the pair's parent: the chosen row
@@ -53,10 +56,11 @@ def test_candidates_are_compared_in_both_orders_and_routed_by_the_comparison() -
     assert confirmed["kind"] == "preference"
     assert confirmed["chosen"][0]["content"] == "GOOD answer"
     assert confirmed["rejected"][0]["content"] == "weak answer"
-    assert confirmed["messages"] == ROWS[0]["messages"][:1]
-    (vote,) = confirmed["scores"]["judges"]
+    assert [(m["role"], m["content"]) for m in confirmed["messages"]] == [("user", "question p1")]
+    vote, _ = confirmed["scores"]["judges"]
     assert (vote["verdict"], vote["method"], vote["score"], vote["confidence"]) == ("A", "pairwise", 9.1, 0.8)
-    (vote,) = contradicted["scores"]["judges"]
+    assert confirmed["scores"]["judge_votes"] == 2
+    vote, _ = contradicted["scores"]["judges"]
     assert (vote["verdict"], vote["score"]) == ("B", 1.9)
 
     routed, counts = route(from_records(report.rows), RoutingConfig(audit_rate=0.0))
@@ -72,8 +76,12 @@ def test_candidates_are_compared_in_both_orders_and_routed_by_the_comparison() -
     task = to_task(contradicted, accept_at=7.0)
     assert queue_of(contradicted) == "preference"
     assert (task["data"]["response_a"], task["data"]["response_b"]) == ("scored high", "GOOD but scored low")
-    assert [p["result"][0]["value"] for p in task["predictions"]] == [{"choices": ["B"]}]
+    assert [p["result"][0]["value"] for p in task["predictions"]] == [{"choices": ["B"]}] * 2
     assert "fair (fair): prefers B" in task["data"]["judges"]
+    # the same comparisons from judges nothing measured: no vote counts, an expert decides
+    unmeasured = preference_candidates(ROWS[:2], [fair, other], margin=2.0).rows
+    assert unmeasured[0]["scores"]["judge_votes"] == 0
+    assert route(from_records(unmeasured), RoutingConfig(audit_rate=0.0))[1] == {"needs_review": 1}
 
 
 def test_a_judge_that_follows_the_position_abstains_and_prefills_nothing() -> None:
@@ -85,6 +93,7 @@ def test_a_judge_that_follows_the_position_abstains_and_prefills_nothing() -> No
     votes = {v["judge"]: v for v in row["scores"]["judges"]}
     assert votes["biased"]["verdict"] == "abstain" and votes["biased"]["score"] is None
     assert row["scores"]["judge_mean"] == votes["fair"]["score"]  # the abstention does not count
+    assert row["scores"]["judge_votes"] == 0  # nothing measured them: ranks, decides nothing
     task = to_task(row, accept_at=7.0)
     assert [p["model_version"] for p in task["predictions"]] == ["fair"]
     assert "biased (biased): abstains" in task["data"]["judges"]

@@ -1,5 +1,6 @@
-"""Waiting rows and audit rows through push, curation and assembly: one predicate for "awaiting
-review", each row once however many batches' routed outputs hold a copy of it."""
+"""Waiting rows and audit rows through the review queue, push, curation and assembly: one predicate
+for "awaiting review", each row once, a promoted row's new state in the queue (no partition holds a
+copy of another's row)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import pyarrow as pa
 
 from ptfactory.annotators import curation
 from ptfactory.annotators.curation import curate
-from ptfactory.annotators.labelstudio import sync
-from ptfactory.annotators.labelstudio.ledger import EVENT_SCHEMA, Ledger
-from ptfactory.annotators.labelstudio.sync import push, review_rows
+from ptfactory.annotators.labelstudio.ledger import EVENT_SCHEMA, Event, Ledger
+from ptfactory.annotators.labelstudio.settings import AnnotationConfig
+from ptfactory.annotators.labelstudio.sync import Destination, push_queue
+from ptfactory.annotators.recuration import recurate
+from ptfactory.annotators.review_queue import ReviewQueue
 from ptfactory.annotators.routing import RoutingConfig, route
 from ptfactory.storage import assemble, schema
 from ptfactory.storage.assemble import assemble_sft
@@ -37,6 +40,7 @@ def _judged(batch: str, spreads: list[float | None], means: list[float] | None =
                 "scores": {
                     "judge_mean": mean,
                     "judge_spread": spread,
+                    "judge_votes": 2,  # two independent counted votes: enough to decide
                     "judges": [{"judge": "llm", "model": "m", "score": mean, "rationale": "looks fine"}],
                 },
                 "decisions": [{"stage": "judge", "verdict": "keep", "reason": "judged", "detail": None}],
@@ -48,10 +52,26 @@ def _judged(batch: str, spreads: list[float | None], means: list[float] | None =
 CONFIG = RoutingConfig(review_budget=1, audit_rate=0.0)
 
 
-def _two_batches() -> tuple[pa.Table, pa.Table]:
-    b1, _ = route(_judged("b1", [6.0, 4.0]), CONFIG)  # q0 routed, q1 waits
-    b2, _ = route(_judged("b2", [1.0]), CONFIG, earlier=b1, order=["b1"])  # q1 of b1 takes b2's slot
-    return b1, b2
+def _two_batches(tmp_path: Path) -> tuple[ReviewQueue, pa.Table, pa.Table]:
+    queue = ReviewQueue(tmp_path / "queue.sqlite")
+    b1 = queue.admit("b1", _judged("b1", [6.0, 4.0]), CONFIG).table  # q0 routed, q1 waits
+    b2 = queue.admit("b2", _judged("b2", [1.0]), CONFIG).table  # q1 of b1 takes b2's slot
+    return queue, b1, b2
+
+
+def _label(ledger: Ledger, ids: list[str]) -> None:
+    """An expert accepts each of ``ids``, in the label log the way a pull writes it."""
+    start = ledger.last_seq() + 1
+    result = [
+        {"from_name": "verdict", "to_name": "response", "type": "choices", "value": {"choices": ["accept"]}}
+    ]
+    events = [
+        Event(
+            "created", start + i, start + i, 1, "sft", sid, "a@x", result, False, None, f"t{start + i}", 1.0
+        )
+        for i, sid in enumerate(ids)
+    ]
+    ledger.commit_page(1, events, None)
 
 
 def _accept(ids: list[str], corrected: dict[str, str] | None = None) -> pa.Table:
@@ -89,9 +109,9 @@ def _accept(ids: list[str], corrected: dict[str, str] | None = None) -> pa.Table
 
 
 def test_one_predicate_everywhere() -> None:
-    assert curation.awaiting_review is sync.awaiting_review is schema.awaiting_review
+    assert curation.awaiting_review is schema.awaiting_review
     assert assemble.pending_review is schema.pending_review
-    for module in (curation, sync, assemble):
+    for module in (curation, assemble):
         assert not any(hasattr(module, name) for name in ("_awaiting", "_awaits_review"))
     routed = [{"stage": "route", "verdict": "route", "reason": "needs_review", "detail": None}]
     waiting = [{"stage": "route", "verdict": "wait", "reason": "waiting", "detail": None}]
@@ -107,40 +127,48 @@ def test_one_predicate_everywhere() -> None:
     assert [schema.pending_review(t) for t in (routed, waiting, decided)] == [True, True, False]
 
 
-def test_a_promoted_row_is_pushed_curated_and_published_once() -> None:
-    b1, b2 = _two_batches()
+def _recurate(
+    queue: ReviewQueue, ledger: Ledger, routed: dict[str, pa.Table], previous: pa.Table | None = None
+):  # type: ignore[no-untyped-def]
+    return recurate(previous, queue, ledger, routed.get, lambda: list(routed))
+
+
+def test_a_promoted_row_is_pushed_curated_and_published_once(tmp_path: Path) -> None:
+    queue, b1, b2 = _two_batches(tmp_path)
+    ledger = Ledger(tmp_path / "ledger.sqlite")
     q0, q1 = b1.column("sample_id").to_pylist()
-    (own,) = [r["sample_id"] for r in b2.to_pylist() if r["batch"] == "b2"]
-    # push: each batch's file gives what its routing sent to review; the waiting row only via b2
-    assert [r["sample_id"] for r in review_rows(b1)] == [q0]
-    assert [r["sample_id"] for r in review_rows(b2)] == [q1]  # b2's own row waits
-    history = pa.concat_tables([b1, b2])  # what curated_samples reads: every partition
-    assert sorted(r["sample_id"] for r in review_rows(history)) == sorted([q0, q1])
+    (own,) = b2.column("sample_id").to_pylist()
+    # push: the queue's rows holding a slot, each once: b1's q0 (its own budget) and q1 (b2's)
+    client = FakeClient()
+    pushed = push_queue(queue, ledger, _to(client))
+    assert dict(pushed.created) == {"sft": 2} and pushed.promoted == 1
+    assert sorted(t["data"]["sample_id"] for t in client.tasks[1]) == sorted([q0, q1])  # b2's own row waits
+    routed = {"b1": b1, "b2": b2}
 
-    untouched = curate(history, _accept([]))
-    assert untouched.counts == {"awaiting": 2, "waiting": 1}
-    assert untouched.table.num_rows == 3  # b1's two rows (q1 once) and b2's one
+    untouched = _recurate(queue, ledger, routed)
+    assert untouched.full and untouched.curated.counts == {"awaiting": 2, "waiting": 1}
+    assert untouched.curated.table.num_rows == 3  # b1's two rows (q1 once) and b2's one
 
-    curated = curate(history, _accept([q0, q1]))
+    _label(ledger, [q0, q1])
+    curated = _recurate(queue, ledger, routed, untouched.curated.table)
+    assert not curated.full and curated.batches_read == [] and curated.rows_curated == 2
     by_id: dict[str, list[dict[str, Any]]] = {}
-    for row in curated.table.to_pylist():
+    for row in curated.curated.table.to_pylist():
         by_id.setdefault(row["sample_id"], []).append(row)
     assert {sid: len(rows) for sid, rows in by_id.items()} == {q0: 1, q1: 1, own: 1}
     reasons = [d["reason"] for d in by_id[q1][0]["decisions"] if d["stage"] == "route"]
     assert reasons == ["waiting", "needs_review"]
     assert by_id[q1][0]["decisions"][-1]["reason"] == "human_accept"
-    assert curated.counts == {"accepted": 2, "waiting": 1}
+    assert curated.curated.counts == {"accepted": 2, "waiting": 1}
+    assert queue.counts() == {"decided": 2, "waiting": 1}  # review drained the two it decided
 
-    published = assemble_sft(curated.table)
+    published = assemble_sft(curated.curated.table)
     assert sorted(published.table.column("sample_id").to_pylist()) == sorted([q0, q1])
     assert published.skipped == {"awaiting_review": 1}  # b2's own row, still waiting
-    # assembly keeps the newest copy even when handed the raw routed history
-    raw = assemble_sft(history)
-    assert raw.skipped == {"awaiting_review": 3} and raw.table.num_rows == 0
 
 
-def test_an_unchanged_prefilled_correction_is_an_accept() -> None:
-    b1, _ = _two_batches()
+def test_an_unchanged_prefilled_correction_is_an_accept(tmp_path: Path) -> None:
+    _, b1, _ = _two_batches(tmp_path)
     q0 = b1.column("sample_id").to_pylist()[0]
     original = b1.to_pylist()[0]["messages"][-1]["content"]
     curated = curate(b1, _accept([q0], corrected={q0: f"  {original}\n"}), pairs=False)
@@ -170,6 +198,8 @@ def test_audit_labels_apply_and_score_the_auto_verdicts() -> None:
 class FakeClient:
     """The four calls push makes, in memory."""
 
+    url = "http://label-studio.invalid"
+
     def __init__(self) -> None:
         self.projects: dict[str, int] = {}
         self.tasks: dict[int, list[dict[str, Any]]] = {}
@@ -188,18 +218,24 @@ class FakeClient:
         return list(range(len(tasks)))
 
 
+def _to(client: FakeClient) -> Any:
+    where = Destination(client, AnnotationConfig(project_prefix="p"), 7.0)  # type: ignore[arg-type]
+    return lambda batch: where
+
+
 def test_push_sends_promoted_rows_once_and_audits_blind(tmp_path: Path) -> None:
     client, ledger = FakeClient(), Ledger(tmp_path / "ledger.sqlite")
-    b1, b2 = _two_batches()
-    audit, _ = route(_judged("b3", [0.0], means=[9.0]), RoutingConfig(audit_rate=1.0), batch="b3")
-    first = push(client, ledger, review_rows(b1), prefix="p", accept_at=7)  # type: ignore[arg-type]
+    queue = ReviewQueue(tmp_path / "queue.sqlite")
+    queue.admit("b1", _judged("b1", [6.0, 4.0]), CONFIG)  # q0 routed, q1 waits
+    first = push_queue(queue, ledger, _to(client))
     assert dict(first.created) == {"sft": 1}
-    rows = review_rows(b2) + review_rows(b2) + review_rows(audit)  # the same row twice: one task
-    second = push(client, ledger, rows, prefix="p", accept_at=7)  # type: ignore[arg-type]
-    assert dict(second.created) == {"sft": 1, "sft-audit": 1}
+    queue.admit("b2", _judged("b2", [1.0]), CONFIG)  # q1 of b1 takes b2's slot
+    queue.admit("b3", _judged("b3", [0.0], means=[9.0]), RoutingConfig(audit_rate=1.0, review_budget=0))
+    second = push_queue(queue, ledger, _to(client), slots=["b2", "b3"])
+    assert dict(second.created) == {"sft": 1, "sft-audit": 1} and second.promoted == 1
     assert [t["data"]["batch"] for t in client.tasks[client.projects["sft"]]] == ["b1", "b1"]
     (blind,) = client.tasks[client.projects["sft-audit"]]
     assert blind["data"]["audit"] is True and blind["predictions"] == []
     assert not {"judges", "judge_mean", "execution"} & set(blind["data"])
-    again = push(client, ledger, rows, prefix="p", accept_at=7)  # type: ignore[arg-type]
-    assert again.total_created == 0
+    again = push_queue(queue, ledger, _to(client))
+    assert again.total_created == 0 and sum(again.existing.values()) == 3

@@ -1,15 +1,10 @@
-"""The non-LLM judges: the execution judge's graded votes (on rows run in the real sandbox) and the
-relevance judge's restatement rule (with the bundled MiniLM)."""
+"""The non-LLM judge: the relevance judge's restatement rule (with the bundled MiniLM). (Code rows
+are the code verifier's: tests/filters/verify.)"""
 
 from typing import Any
 
-import pytest
-
-from ptfactory.annotators.judges import ExecutionJudge, RelevanceJudge
-from ptfactory.filters.execution.docker_sandbox import DockerSandbox
-from ptfactory.filters.execution.limits import Limits
-from ptfactory.filters.execution.validate import validate_samples
-from ptfactory.storage.schema import from_records, sample_id
+from ptfactory.annotators.judges import RelevanceJudge
+from ptfactory.storage.schema import sample_id
 
 TESTS = "def check(candidate):\n" + "".join(f"    assert candidate({x}) == {x + 1}\n" for x in (1, 2, 3))
 
@@ -28,36 +23,6 @@ def _code_row(answer: str) -> dict[str, Any]:
         "entry_point": "inc",
         "decisions": [],
     }
-
-
-@pytest.mark.integration
-def test_execution_judge_grades_rows_run_in_the_sandbox() -> None:
-    answers = ["    return x + 1\n", "    return x + 1 if x < 3 else 0\n", "    while True:\n        pass\n"]
-    with DockerSandbox(Limits(timeout_s=5), workers=2) as sandbox:
-        table, _ = validate_samples(from_records([_code_row(a) for a in answers]), sandbox)
-    votes = ExecutionJudge("execution").judge(table.to_pylist())
-    assert [(v.score, v.verdict) for v in votes] == [(10.0, "accept"), (7.0, "reject"), (1.0, "reject")]
-    assert votes[1].rationale == "2/3 assertions held; execution failed"
-    assert votes[2].rationale == "execution timeout"  # killed before it could count: 1, as before
-    assert {(v.method, v.confidence) for v in votes} == {("execution", None)}
-
-
-def _judge(execution: dict[str, Any] | None, kind: str = "code") -> tuple[float | None, str]:
-    row = {"kind": kind, "messages": [], "scores": {"execution": execution} if execution else None}
-    (vote,) = ExecutionJudge("execution").judge([row])
-    return vote.score, vote.verdict
-
-
-def test_execution_judge_scale() -> None:
-    assert _judge({"status": "failed", "assertions_passed": 0, "assertions_total": 4}) == (1.0, "reject")
-    assert _judge({"status": "failed", "assertions_passed": 3, "assertions_total": 4}) == (7.75, "reject")
-    # every assertion it reached held, then it crashed: never a 10 without passing
-    assert _judge({"status": "failed", "assertions_passed": 2, "assertions_total": 2}) == (9.0, "reject")
-    assert _judge({"status": "passed", "assertions_passed": 0, "assertions_total": 0}) == (10.0, "accept")
-    assert _judge({"status": "passed"}) == (10.0, "accept")  # a run from before the counting
-    assert _judge({"status": "oom"}) == (1.0, "reject")
-    assert _judge(None) == (None, "abstain")
-    assert _judge({"status": "passed"}, kind="sft") == (None, "abstain")
 
 
 def _chat(prompt: str, answer: str, kind: str = "sft") -> dict[str, Any]:

@@ -1,31 +1,38 @@
-"""Judges of known accuracy and bias, simulated: does the panel earn its keep?
+"""A simulated batch with the factory's own failure: two judges of different families both prefer
+the generator's fluent style, and the generator is fluent when it is wrong (the demo's likelihood
+judges ranked the model's wrong answers above right ones); two weaker judges track correctness with
+independent noise. Their equal mean ranks wrong above right. A share of the rows carry a reference,
+and the real answer verifier decides them: the style judges measure below chance on those generated
+rows and get no weight, the correctness judges earn theirs, and on the rows no verifier covers the
+panel's weighted mean ranks right above wrong and what it auto-accepts is mostly right, where the
+equal mean would have accepted mostly wrong answers.
 
-Items have a true quality 1-10; each judge reports it with its own bias and noise and some
-items it is blind to (the panel mixes a careful judge, a lenient one, a harsh one and a noisy
-one, as different model families are). Measured with the real aggregation and routing code:
-1. the panel mean is closer to the truth than the best single judge (mean absolute error), and
-   its accept/reject labels are wrong less often;
-2. sending the 10% of rows the judges disagree on most to review catches more wrong labels than
-   sending a random 10%.
-"""
+Nothing here is true by construction of the aggregate: the style judges are not told apart by name
+or family, only by what the verifiers' labels say about them on this batch."""
+
+from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from ptfactory.annotators.judges import Panel, Vote
-from ptfactory.annotators.judges.base import Judge
+from ptfactory.annotators.judges import Judge, Panel, VerifierSet, Vote
+from ptfactory.annotators.judges.weights import auc
 from ptfactory.annotators.routing import RoutingConfig, route
+from ptfactory.filters.verify import reference_record
 from ptfactory.storage.schema import from_records, sample_id
 
-N = 2000
-THRESHOLD = 5.5  # truth: good if quality >= 5.5
+N, VERIFIED = 400, 0.4
 
 
 @dataclass
 class Simulated(Judge):
-    truth: dict[str, float] = field(default_factory=dict)
-    bias: float = 0.0
+    """score = 5.5 + style_weight * style + truth_weight * (right - 0.5) * 6 + noise, clipped to 1-10."""
+
+    truth: dict[str, tuple[bool, float]] = field(default_factory=dict)  # sample_id -> (right, style)
+    style_weight: float = 0.0
+    truth_weight: float = 0.0
     noise: float = 1.0
     seed: int = 0
 
@@ -33,71 +40,86 @@ class Simulated(Judge):
     def model(self) -> str:
         return f"simulated-{self.name}"
 
-    def _judge(self, rows: list[dict[str, object]]) -> list[Vote]:
+    @property
+    def method(self) -> str:
+        return "probability"
+
+    def _judge(self, rows: list[dict[str, Any]]) -> list[Vote]:
         rng = np.random.default_rng(self.seed)
-        truth = np.array([self.truth[str(r["sample_id"])] for r in rows])
-        blind = rng.random(len(rows)) < 0.1  # items that fool this judge badly
-        scores = (
-            truth + self.bias + rng.normal(0, self.noise, len(rows)) + blind * rng.normal(0, 4, len(rows))
-        )
-        scores = np.clip(np.round(scores), 1, 10)
-        return [
-            Vote(self.name, self.model, float(s), "accept" if s >= THRESHOLD else "reject") for s in scores
-        ]
+        out = []
+        for row in rows:
+            right, style = self.truth[str(row["sample_id"])]
+            score = 5.5 + self.style_weight * style + self.truth_weight * (float(right) - 0.5) * 6
+            score = float(np.clip(score + rng.normal(0, self.noise), 1, 10))
+            out.append(
+                Vote(
+                    self.name,
+                    self.model,
+                    round(score, 2),
+                    "accept" if score >= 6 else "reject",
+                    method="probability",
+                )
+            )
+        return out
 
 
-def test_panel_beats_the_best_single_judge_and_disagreement_finds_errors() -> None:
-    rng = np.random.default_rng(0)
-    truth = rng.uniform(1, 10, N)
-    rows = []
+def _batch(
+    rng: np.random.Generator,
+) -> tuple[list[dict[str, Any]], np.ndarray, np.ndarray, dict[str, tuple[bool, float]]]:
+    rows, right, verified, truth = [], rng.random(N) < 0.5, rng.random(N) < VERIFIED, {}
     for i in range(N):
-        messages = [{"role": "user", "content": f"item {i}"}, {"role": "assistant", "content": f"answer {i}"}]
-        rows.append(
-            {
-                "sample_id": sample_id("sft", messages),
-                "batch": "b",
-                "kind": "sft",
-                "messages": messages,
-                "decisions": [],
-            }
-        )
-    known = {r["sample_id"]: float(t) for r, t in zip(rows, truth, strict=True)}
+        style = float(rng.normal(1.0 if not right[i] else -0.2, 0.7))  # fluent when wrong
+        answer = "18" if right[i] else str(19 + i % 7)
+        messages = [{"role": "user", "content": f"Problem {i}: how many?"},
+                    {"role": "assistant", "content": f"Working through problem {i}, the answer is {answer}."}]  # fmt: skip
+        row = {
+            "sample_id": sample_id("sft", messages),
+            "batch": "b",
+            "kind": "sft",
+            "messages": messages,
+            "reference": reference_record(answer="18", source="answer") if verified[i] else None,
+            "provenance": {"method": "response", "model": "Gen-1B"},
+            "decisions": [],
+        }
+        truth[row["sample_id"]] = (bool(right[i]), style)
+        rows.append(row)
+    return rows, right, verified, truth
 
-    def judges() -> list[Simulated]:
-        kinds = [("careful", 0.0, 1.2), ("lenient", +1.0, 1.2), ("harsh", -1.0, 1.2), ("noisy", 0.0, 2.0)]
-        return [
-            Simulated(name, truth=known, bias=bias, noise=noise, seed=i)
-            for i, (name, bias, noise) in enumerate(kinds)
-        ]
 
-    good = truth >= THRESHOLD
-    single = {j.name: np.array([v.score for v in j.judge(rows)]) for j in judges()}  # type: ignore[arg-type]
-    single_mae = {name: float(np.mean(np.abs(s - truth))) for name, s in single.items()}
-    single_errors = {name: float(np.mean((s >= THRESHOLD) != good)) for name, s in single.items()}
+def test_batch_weights_undo_a_shared_style_bias_the_equal_mean_falls_for() -> None:
+    rng = np.random.default_rng(0)
+    rows, right, verified, truth = _batch(rng)
+    judges: list[Judge] = [
+        Simulated("style-a", family="a", truth=truth, style_weight=2.0, noise=0.8, seed=1),
+        Simulated("style-b", family="b", truth=truth, style_weight=1.8, noise=0.8, seed=2),
+        Simulated("sense-c", family="c", truth=truth, truth_weight=0.3, noise=1.0, seed=3),
+        Simulated("sense-d", family="d", truth=truth, truth_weight=0.3, noise=1.0, seed=4),
+    ]
+    judged, report = Panel(judges, VerifierSet([("answer", "answer")])).judge_table(from_records(rows))
+    assert report.labelled[0] + report.labelled[1] == int(verified.sum())
+    assert report.weights["style-a"].flagged and report.weights["style-b"].flagged
+    assert report.weights["sense-c"].weight > 0.3 and report.weights["sense-d"].weight > 0.3
 
-    table, report = Panel(list(judges())).judge_table(from_records(rows))
-    alpha = report.alpha
-    scores = table.column("scores").to_pylist()
-    mean = np.array([s["judge_mean"] for s in scores])
-    panel_mae = float(np.mean(np.abs(mean - truth)))
-    panel_wrong = (mean >= THRESHOLD) != good
-    best = min(single_mae, key=lambda name: single_mae[name])
+    scores = judged.column("scores").to_pylist()
+    panel = {j.name for j in judges}  # the verifier leaves a vote only on the rows it covers
+    votes = np.array([[v["score"] for v in s["judges"] if v["judge"] in panel] for s in scores])
+    equal, weighted = votes.mean(axis=1), np.array([s["judge_mean"] for s in scores])
+    open_ = ~verified  # the rows no verifier covers: what the judges decide alone
+    equal_auc = auc(equal[open_], right[open_])
+    weighted_auc = auc(weighted[open_], right[open_])
+    print(f"\nunverified rows: AUC of the equal mean {equal_auc:.2f}, of the batch-weighted mean {weighted_auc:.2f}; "
+          f"weights {report.weights_line()}")  # fmt: skip
+    assert equal_auc is not None and equal_auc < 0.5  # the panel of old: wrong above right
+    assert weighted_auc is not None and weighted_auc > 0.85
+
+    config = RoutingConfig(audit_rate=0.0, review_budget=N, accept_at=6.5, max_spread=4.0)
+    routed, _ = route(judged, config)
+    reason = np.array([r["decisions"][-1]["reason"] for r in routed.to_pylist()])
+    accepted = reason == "auto_accept"
+    assert not (accepted & verified & ~right).any()  # a verifier's fail is never accepted
+    weighted_wrong = float((~right[accepted & open_]).mean())
+    equal_wrong = float((~right[(equal >= config.accept_at) & open_]).mean())
     print(
-        f"\nMAE: panel {panel_mae:.3f}, best single judge ({best}) {single_mae[best]:.3f}; label errors: panel "
-        f"{panel_wrong.mean():.3f}, best single {min(single_errors.values()):.3f}; Krippendorff alpha {alpha:.3f}"
+        f"auto-accepted unverified rows that are wrong: {weighted_wrong:.2f} (equal mean would accept {equal_wrong:.2f})"
     )
-    assert panel_mae < min(single_mae.values())
-    assert panel_wrong.mean() < min(single_errors.values())
-    assert alpha is not None and 0 < alpha < 1
-
-    budget = N // 10
-    routed, _ = route(table, RoutingConfig(accept_at=11, reject_at=0, review_budget=budget))  # all to review
-    reviewed = np.array([r["decisions"][-1]["reason"] == "needs_review" for r in routed.to_pylist()])
-    assert reviewed.sum() == budget
-    caught = int(panel_wrong[reviewed].sum())
-    random_catches = [int(panel_wrong[rng.choice(N, budget, replace=False)].sum()) for _ in range(200)]
-    print(
-        f"the {budget} most disputed rows hold {caught} of {int(panel_wrong.sum())} wrong labels; a random "
-        f"{budget} hold {np.mean(random_catches):.1f} on average (max of 200 draws {max(random_catches)})"
-    )
-    assert caught > np.percentile(random_catches, 99)
+    assert (accepted & open_).sum() >= 20 and weighted_wrong < 0.15 and equal_wrong > 0.4

@@ -21,7 +21,6 @@ from ptfactory.annotators.curation import (
 from ptfactory.annotators.pairs import auto_pairs, preference_row
 from ptfactory.annotators.trajectory_review import prefix_pairs, step_labels
 from ptfactory.storage.schema import SAMPLE_SCHEMA, audited_verdict, awaiting_review, conform, is_waiting
-from tests.annotators.rowwise.review import latest_copies
 
 STAGE = "review"
 
@@ -29,7 +28,7 @@ STAGE = "review"
 def curate(routed: pa.Table, events: pa.Table, accept_at: float = 7.0, pairs: bool = True) -> Curated:
     state = replay(events)
     decided = state.decided()
-    routed = latest_copies(conform(routed))
+    routed = conform(routed)
     out_rows: list[dict[str, Any]] = []
     counts: Counter[str] = Counter()
     audited: list[bool] = []

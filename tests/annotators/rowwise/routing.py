@@ -1,4 +1,6 @@
-"""annotators/routing.py's ``route`` before it worked on Arrow columns (verbatim)."""
+"""annotators/routing.py's ``route`` row by row: the accept/reject rules, uncertainty and the audit
+draw written from issue 37's text (``_auto``, ``uncertainty``, ``_audit``); the queue around them as
+it was before it worked on Arrow columns."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from ptfactory.annotators.routing import RoutingConfig, _too_long, _why, audit_draw, uncertainty
+from ptfactory.annotators.route_rules import _why, audit_draw
+from ptfactory.annotators.routing import RoutingConfig, _too_long
 from ptfactory.storage.schema import AUDIT_REASON, SAMPLE_SCHEMA, add_decision, conform, is_waiting, live_rows
-from tests.annotators.rowwise.review import latest_copies
 
 STAGE = "route"
 
@@ -31,45 +33,83 @@ class _Candidate:
         return (-self.uncertainty, self.position, self.sample_id)
 
 
+def uncertainty(scores: dict[str, Any] | None) -> float:
+    """Issue 37: real confidences or no term. Spread, + 3 (1 - confidence) where one is stated;
+    infinite without a mean or where a verifier found no answer it could check."""
+    scores = scores or {}
+    verdicts = {v["verdict"] for v in scores.get("verifiers") or []}
+    if scores.get("judge_mean") is None or (verdicts & {"no_answer", "partial"} and "fail" not in verdicts):
+        return float("inf")
+    spread = scores.get("judge_spread") or 0.0
+    confidence = scores.get("judge_confidence")
+    if confidence is None:
+        return spread
+    return spread + 3.0 * (1.0 - min(max(confidence, 0.0), 1.0))
+
+
 def _auto(
     scores: dict[str, Any] | None, config: RoutingConfig, kind: str | None = None, method: str | None = None
 ) -> Decision | None:
-    """The automatic verdict, or None for a row that needs a human. A preference candidate is never
-    rejected automatically: a low score there means the judges' comparisons contradict the scores
-    that ordered the pair, and an expert settles which answer is better."""
+    """The automatic verdict, or None for a row that needs a human, as issue 37 states the rules: a
+    verifier's fail is final (reject, whatever else); no_answer or partial: review; otherwise two
+    independent counted votes decide by the accept / reject lines, and a row with fewer is silent.
+    A preference candidate is never rejected automatically; a pair no judge scored and not a
+    pairwise candidate is a pair the sandbox vouches for."""
     scores = scores or {}
-    mean, spread = scores.get("judge_mean"), scores.get("judge_spread")
+    mean, spread = scores.get("judge_mean"), scores.get("judge_spread") or 0.0
+    votes = scores.get("judge_votes") or 0
+    verdicts = scores.get("verifiers") or []
+    failed = [v for v in verdicts if v["verdict"] == "fail"]
     if mean is None and kind == "preference" and method != "pairwise_candidate":
         return ("accept", "verified_pair", "a pair the sandbox vouches for: no judge scores it")
-    if mean is None:
-        if config.silent in ("accept", "reject"):
-            reason = f"auto_{config.silent}"
-            return (config.silent, reason, f"no counted judge vote; routing.silent is {config.silent}")
+    if failed:
+        return (
+            "reject",
+            "auto_reject",
+            f"verifier fail (final): {failed[0]['verifier']}: {failed[0]['reason']}",
+        )
+    if any(v["verdict"] in ("no_answer", "partial") for v in verdicts):
         return None
-    detail = f"mean {mean:.2f}, spread {(spread or 0.0):.2f}"
-    if mean >= config.accept_at and (spread or 0.0) <= config.max_spread:
+    if mean is None or votes < config.min_votes:
+        if config.silent == "accept" or (config.silent == "reject" and kind != "preference"):
+            detail = (
+                f"no counted judge vote; routing.silent is {config.silent}"
+                if mean is None
+                else f"mean {mean:.2f} on {votes} independent counted vote(s), under routing.min_votes "
+                f"{config.min_votes}; routing.silent is {config.silent}"
+            )
+            return (config.silent, f"auto_{config.silent}", detail)
+        return None
+    detail = f"mean {mean:.2f}, spread {spread:.2f}, {votes} independent votes"
+    if mean >= config.accept_at and spread <= config.max_spread:
         return ("accept", "auto_accept", detail)
     if mean <= config.reject_at and kind != "preference":
         return ("reject", "auto_reject", detail)
     return None
 
 
-def _audit(verdict: dict[int, Decision], ids: list[str], config: RoutingConfig) -> None:
-    """Send the drawn share of automatic verdicts to blind review, within their own budget."""
-    draws = ((audit_draw(ids[i]), i) for i, (_, reason, _) in verdict.items() if reason.startswith("auto_"))
-    drawn = sorted((draw, i) for draw, i in draws if draw < config.audit_rate)
-    for _, i in drawn[: config.audit_budget]:
+def _audit(verdict: dict[int, Decision], ids: list[str], config: RoutingConfig, decided: set[int]) -> None:
+    """Send the drawn share of automatic verdicts no verifier decided to blind review (at least
+    ``audit_min``), within their own budget; the detail says the probability of being drawn."""
+    pool = [i for i, (_, reason, _) in verdict.items() if reason.startswith("auto_") and i not in decided]
+    if config.audit_rate <= 0 or config.audit_budget == 0 or not pool:
+        return
+    ranked = sorted((audit_draw(ids[i]), i) for i in pool)
+    wanted = max(sum(1 for draw, _ in ranked if draw < config.audit_rate), min(config.audit_min, len(pool)))
+    picked = ranked[: min(wanted, config.audit_budget)]
+    for _, i in picked:
         _, reason, detail = verdict[i]
-        verdict[i] = ("route", AUDIT_REASON, f"audit of {reason}; {detail}")
+        p = len(picked) / len(pool)
+        verdict[i] = ("route", AUDIT_REASON, f"audit of {reason}; drawn with p={p:.4f}; {detail}")
 
 
-def _waiting_earlier(
-    earlier: pa.Table | None, here: set[str], position: dict[str, int], order: list[str], current: str
+def _waiting(
+    waiting: pa.Table | None, here: set[str], position: dict[str, int], order: list[str], current: str
 ) -> tuple[pa.Table | None, list[_Candidate]]:
-    """Earlier batches' rows still waiting (newest copy of each), as candidates for this budget."""
-    if earlier is None or earlier.num_rows == 0:
+    """Other batches' rows still waiting (a sample_id once, oldest batch first), as candidates."""
+    if waiting is None or waiting.num_rows == 0:
         return None, []
-    earlier = latest_copies(conform(earlier))
+    earlier = conform(waiting)
     now = position[current]
     out: list[_Candidate] = []
     seen: set[str] = set()
@@ -94,14 +134,14 @@ def route(
     config: RoutingConfig,
     *,
     batch: str | None = None,
-    earlier: pa.Table | None = None,
+    waiting: pa.Table | None = None,
     order: Sequence[str] | None = None,
 ) -> tuple[pa.Table, Counter[str]]:
     """This batch's rows with a ``route`` decision each (accept, reject — a drop —, route or wait),
     then the earlier batches' waiting rows that got a decision here (promoted, or waited too long).
 
-    ``batch``: this batch's key (default: the rows' ``batch``); ``earlier``: the stored routed
-    output of earlier batches; ``order``: batch keys oldest first (this batch is put last when
+    ``batch``: this batch's key (default: the rows' ``batch``); ``waiting``: the review queue's
+    waiting rows of other batches; ``order``: batch keys oldest first (this batch is put last when
     missing). Counts are per reason, over every decision made here.
     """
     rows = table.select(["sample_id", "batch", "kind", "scores", "provenance"]).to_pylist()
@@ -120,9 +160,14 @@ def route(
             candidates.append(
                 _Candidate(uncertainty(rows[i]["scores"]), position[current], ids[i], i, False, ())
             )
-    _audit(verdict, ids, config)
-    earlier_table, waiting = _waiting_earlier(earlier, set(ids), position, order, current)
-    candidates.extend(waiting)
+    decided = {
+        i
+        for i in live
+        if any(v["verdict"] in ("pass", "fail") for v in (rows[i]["scores"] or {}).get("verifiers") or [])
+    }
+    _audit(verdict, ids, config, decided)
+    earlier_table, queued = _waiting(waiting, set(ids), position, order, current)
+    candidates.extend(queued)
     earlier_rows = earlier_table.select(["scores"]).to_pylist() if earlier_table is not None else []
     carried: dict[int, Decision] = {}
     for rank, cand in enumerate(sorted(candidates, key=_Candidate.key)):
@@ -142,7 +187,7 @@ def route(
         elif len(cand.waited) >= config.max_wait_batches:
             decision = _too_long(why, cand.waited, config)
         else:
-            continue  # still waiting: its own batch's copy says so
+            continue  # still waiting: the queue keeps it as it is
         (carried if cand.earlier else verdict)[cand.index] = decision
     routed = add_decision(
         table,

@@ -1,0 +1,102 @@
+"""The answer verifier: a response's final answer against the row's reference, with math-verify.
+
+Applies to a row with a reference answer (``reference.answer``) that is not a procedural task
+(those have their own scorer) and a response to check. The response's answer comes from the one
+extractor (:func:`~ptfactory.filters.verify.extract.extract`; its last-number fallback is off for a
+response the engine cut at ``max_tokens``: a cut text does not end on its answer); the reference
+goes through the same normalisation. math-verify then compares them
+(:mod:`~ptfactory.filters.verify.mathcheck`).
+
+=================  ============  ====================================================================
+verdict            reason        when
+=================  ============  ====================================================================
+pass               correct       math-verify says equal
+fail               wrong_answer  math-verify says different
+no_answer          no_answer     the response states no answer (never a default score)
+abstain            no_response   the row has no response to check (an instruction-only row)
+abstain            reference_unparsed / math_verify_timeout / math_verify_error / math_verify_thread
+=================  ============  ====================================================================
+
+Evidence: ``extracted`` (and the ``rule`` that found it), ``expected``, ``reference_source``, and
+math-verify's parsed forms (``gold_parsed``, ``pred_parsed``) or its ``error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ptfactory.filters.verify.base import Verdict, Verifier, reference_of
+from ptfactory.filters.verify.extract import extract, normalize_answer
+from ptfactory.filters.verify.mathcheck import Comparison, MathVerifyPool
+
+__all__ = ["AnswerVerifier"]
+
+_ABSTAIN = {
+    "gold_unparsed": "reference_unparsed",
+    "timeout": "math_verify_timeout",
+    "error": "math_verify_error",
+    "thread_error": "math_verify_thread",
+}
+
+
+def truncated(row: Mapping[str, Any]) -> bool:
+    """The engine cut the response at ``max_tokens`` (``provenance.finish_reason == "length"``)."""
+    return ((row.get("provenance") or {}).get("finish_reason")) == "length"
+
+
+class AnswerVerifier(Verifier):
+    """``pool``: the math-verify workers (one spawned process by default, started on first use;
+    share one pool between verifiers, or pass ``MathVerifyPool(workers=0)`` on a main thread)."""
+
+    kind = "answer"
+
+    def __init__(self, pool: MathVerifyPool | None = None, name: str | None = None) -> None:
+        super().__init__(name)
+        self._owns_pool = pool is None
+        self.pool = pool or MathVerifyPool()
+
+    def applies(self, row: Mapping[str, Any]) -> bool:
+        reference = reference_of(row)
+        return bool(reference.get("answer")) and not reference.get("family")
+
+    def verify_many(self, rows: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+        verdicts: list[Verdict | None] = [None] * len(rows)
+        asked: list[tuple[int, str, str, dict[str, Any]]] = []
+        for index, row in enumerate(rows):
+            if not self.applies(row):
+                verdicts[index] = self.not_applicable()
+                continue
+            reference = reference_of(row)
+            expected = normalize_answer(str(reference["answer"])) or str(reference["answer"])
+            evidence: dict[str, Any] = {"expected": expected, "reference_source": reference.get("source")}
+            response = self.response(row)
+            if not response.strip():
+                verdicts[index] = self.abstain("no_response", **evidence)
+                continue
+            found = extract(response, fallback=not truncated(row))
+            if found is None:
+                verdicts[index] = self.verdict("no_answer", "no_answer", extracted=None, **evidence)
+                continue
+            evidence.update(extracted=found.answer, rule=found.rule)
+            asked.append((index, expected, found.answer, evidence))
+        comparisons = self.pool.compare_many([(gold, pred) for _, gold, pred, _ in asked])
+        for (index, _, _, evidence), comparison in zip(asked, comparisons, strict=True):
+            verdicts[index] = self._decide(comparison, evidence)
+        return [v if v is not None else self.abstain("lost") for v in verdicts]
+
+    def _decide(self, comparison: Comparison, evidence: dict[str, Any]) -> Verdict:
+        shown: dict[str, Any] = {
+            "gold_parsed": comparison.gold_parsed,
+            "pred_parsed": comparison.pred_parsed,
+            **({"error": comparison.error} if comparison.error else {}),
+        }
+        if comparison.status == "equal":
+            return self.verdict("pass", "correct", **evidence, **shown)
+        if comparison.status == "different":
+            return self.verdict("fail", "wrong_answer", **evidence, **shown)
+        return self.abstain(_ABSTAIN.get(comparison.status, "math_verify_error"), **evidence, **shown)
+
+    def close(self) -> None:
+        if self._owns_pool:
+            self.pool.close()

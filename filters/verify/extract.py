@@ -1,0 +1,173 @@
+"""The one answer extractor: the final answer a text states, as a short normalised string.
+
+Every reader of final answers uses it: the answer verifier (a response's answer and a reference
+written as a worked solution), the procedural verifier (after reasoning-gym's ``<answer>`` tag),
+difficulty's math pass rate and the GRPO rewards. Extraction is separate from comparison
+(math-verify compares, :mod:`ptfactory.filters.verify.mathcheck`), as in PrimeIntellect's
+verifiers and TRL.
+
+Rules, first match wins (``Extraction.rule`` names the one that matched):
+
+==============  ==================================================================================
+rule            what it reads
+==============  ==================================================================================
+``hash``        GSM8K's ``#### 18`` (the last such line)
+``tag``         the last ``<answer>…</answer>`` block (reasoning-gym's format)
+``boxed``       the last ``\\boxed{…}`` / ``\\fbox{…}`` (braces balanced)
+``stated``      the last "the (final) answer is X", "Answer: X", "answer = X"
+``whole``       (``fallback=True`` only) a text of at most three words on one line is its own
+                answer: "Paris", "20 days" -> ``20``, "**18**" -> ``18`` (with a number in it, only
+                when it normalises to that number: "It is 18" goes to the next rule)
+``last_number`` (``fallback=True`` only) the last number in the text: "... = 18." -> ``18``;
+                what lm-eval's GSM8K *flexible-extract* does. Callers turn both fallbacks off where
+                the text may not end on an answer (a response cut at ``max_tokens``, a seed's
+                free-text reference).
+==============  ==================================================================================
+
+Normalisation (:func:`normalize_answer`), applied to the span a rule found: markdown emphasis
+and surrounding ``$…$`` / ``\\(…\\)`` dropped, currency signs (``$``, ``\\$``, ``€``, ``£``) and a
+trailing ``%`` dropped, thousands separators removed (``16,000`` -> ``16000``), a trailing full
+stop dropped, and a number followed by words keeps only the number (``18 days`` -> ``18``,
+``$16,000 dollars`` -> ``16000``). LaTeX (``\\frac{1}{2}``) and plain text (``yes``) pass through.
+A span that states no answer ("the answer is that she earns more") gives its first number, and
+without one falls through to the next rule.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Extraction", "extract", "extract_answer", "normalize_answer"]
+
+RULES = ("hash", "tag", "boxed", "stated", "whole", "last_number")
+_WHOLE_WORDS = 3
+
+# a number as people write it: -1,234.5 / 3/4 / .5 / 1e-3 is rare in word problems and left out
+_NUM = r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?|-?\.\d+"
+_NUMBER = re.compile(rf"(?<![\w.])(?:{_NUM})(?![\d])")
+_HASH = re.compile(r"####\s*([^\n]+)")
+_TAG = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.S)
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_STATED = re.compile(
+    r"(?:(?:final|correct)\s+)?answer\s*(?:is|was|would\s+be|will\s+be|:|=)\s*:?\s*(.+?)"
+    r"(?=(?:\.\s|\.$|\n|;|,\s+(?:which|because|so|and)\b|$))",
+    re.I | re.S,
+)
+_CURRENCY = re.compile(r"^(?:\\\$|\$|€|£|¥|USD\s*|EUR\s*)\s*")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_LEADING_NUMBER = re.compile(rf"^({_NUM})(?=$|\s|[a-zA-Z%])")
+_MAX_SPAN = 200  # a stated "answer" longer than this is prose, not an answer
+
+
+@dataclass(frozen=True)
+class Extraction:
+    answer: str
+    rule: str  # one of RULES
+
+
+def _strip_wrappers(text: str) -> str:
+    text = text.strip()
+    for _ in range(3):  # "**$18$**." peels in a few rounds
+        before = text
+        text = text.strip().rstrip(".").strip()
+        text = re.sub(r"^(\*\*|__|\*|_|`)(.+)\1$", r"\2", text, flags=re.S).strip()
+        if len(text) > 1 and text.startswith("$") and text.endswith("$"):
+            text = text.strip("$").strip()
+        if text.startswith("\\(") and text.endswith("\\)"):
+            text = text[2:-2].strip()
+        if text.startswith("\\[") and text.endswith("\\]"):
+            text = text[2:-2].strip()
+        text = re.sub(r"^\\text\{(.*)\}$", r"\1", text, flags=re.S).strip()
+        if text == before:
+            break
+    return text
+
+
+def normalize_answer(span: str) -> str | None:
+    """A stated answer span as the short string to compare (see the module docstring); None if
+    nothing is left."""
+    text = _strip_wrappers(span)
+    text = _CURRENCY.sub("", text).strip()
+    text = _THOUSANDS.sub("", text)
+    text = re.sub(r"\s*\\?%$", "", text).strip()
+    number = _LEADING_NUMBER.match(text)
+    if number:
+        rest = text[number.end() :].strip()
+        # "18 days", "5 km/h", "16000 dollars": the unit goes; "3/4 of them" keeps the fraction
+        if not rest or re.match(r"^[a-zA-Z%][\w/ .%-]*$", rest) or rest.startswith("\\text"):
+            text = re.sub(r"\s+", "", number.group(1))
+    text = text.rstrip(".").strip()
+    return text or None
+
+
+def _balanced(text: str, start: int) -> str | None:
+    """The contents of the brace group opening at ``text[start - 1] == '{'``."""
+    depth = 1
+    for index in range(start, len(text)):
+        char = text[index]
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:index]
+    return None
+
+
+def _last_boxed(text: str) -> str | None:
+    found = None
+    for match in _BOX.finditer(text):
+        inner = _balanced(text, match.end())
+        if inner is not None:
+            found = inner
+    return found
+
+
+def _stated(text: str) -> str | None:
+    for match in reversed(list(_STATED.finditer(text))):
+        span = match.group(1).strip()
+        if not span or len(span) > _MAX_SPAN:
+            continue
+        normal = normalize_answer(span)
+        if normal is None:
+            continue
+        if _NUMBER.fullmatch(normal) or "\\" in normal or len(normal.split()) <= 3:
+            return normal
+        numbers = _NUMBER.findall(span)  # "the answer is that she saves $18 a day" -> 18
+        if numbers:
+            return normalize_answer(numbers[0])
+    return None
+
+
+def extract(text: str | None, *, fallback: bool = True) -> Extraction | None:
+    """The final answer ``text`` states and the rule that found it; None when it states none."""
+    if not text or not text.strip():
+        return None
+    hashed = _HASH.findall(text)
+    if hashed and (answer := normalize_answer(hashed[-1])):
+        return Extraction(answer, "hash")
+    tagged = _TAG.findall(text)
+    if tagged and (answer := normalize_answer(tagged[-1])):
+        return Extraction(answer, "tag")
+    boxed = _last_boxed(text)
+    if boxed is not None and (answer := normalize_answer(boxed)):
+        return Extraction(answer, "boxed")
+    if stated := _stated(text):
+        return Extraction(stated, "stated")
+    if fallback:
+        whole = text.strip()
+        answer = normalize_answer(whole) if "\n" not in whole and len(whole.split()) <= _WHOLE_WORDS else None
+        # a short text with a number is its answer only when it is that number ("20 days", not "It is 18")
+        if answer and (_NUMBER.fullmatch(answer) or not re.search(r"\d", whole)):
+            return Extraction(answer, "whole")
+        numbers = _NUMBER.findall(text)
+        if numbers and (answer := normalize_answer(numbers[-1])):
+            return Extraction(answer, "last_number")
+    return None
+
+
+def extract_answer(text: str | None, *, fallback: bool = True) -> str | None:
+    """The final answer ``text`` states (normalised), or None: :func:`extract` without the rule."""
+    found = extract(text, fallback=fallback)
+    return found.answer if found else None

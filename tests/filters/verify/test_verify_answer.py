@@ -1,0 +1,124 @@
+"""The answer verifier through real math-verify: right, wrong, no answer; a timeout, a hung worker
+and a call off the main thread abstain (never a silent "wrong")."""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from ptfactory.filters.verify import AnswerVerifier, MathVerifyPool, Verdict
+from ptfactory.filters.verify.mathcheck import Comparison, compare_answers
+
+QUESTION = "Janet's ducks lay 16 eggs a day... How much does she make every day?"
+
+
+def row(response: str | None, answer: str | None = "18", **extra: Any) -> dict[str, Any]:
+    messages = [{"role": "user", "content": QUESTION}]
+    if response is not None:
+        messages.append({"role": "assistant", "content": response})
+    reference = {"answer": answer, "source": "answer", "family": None, "metadata": None, "constraints": None}
+    return {"kind": "sft", "messages": messages, "reference": reference if answer else None, **extra}
+
+
+def stuck_on_99(gold: str, pred: str, timeout_s: int) -> Comparison:
+    """Stuck where math-verify's alarm cannot reach when the answer is 99 (module-level: workers
+    import it); math-verify otherwise."""
+    if pred == "99":
+        time.sleep(60)
+    return compare_answers(gold, pred, timeout_s)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[MathVerifyPool]:
+    with MathVerifyPool(workers=1, timeout_s=1, hard_timeout_s=20) as shared:
+        yield shared
+
+
+def test_right_wrong_and_no_answer(pool: MathVerifyPool) -> None:
+    verifier = AnswerVerifier(pool)
+    right, wrong, none, latex, cash = verifier.verify_many(
+        [
+            row("She sells 9 eggs at $2 each, so she makes $18 every day."),
+            row("16 * 24 = 384. The answer is 384."),  # the demo's wrong answer
+            row("Ducks are lovely animals."),
+            row("\\boxed{\\frac{36}{2}}"),
+            row("The answer is $16,000.", answer="16000"),
+        ]
+    )
+    assert (right.verdict, right.score, right.final) == ("pass", 1.0, False)
+    assert right.evidence["extracted"] == "18" and right.evidence["expected"] == "18"
+    assert (wrong.verdict, wrong.reason, wrong.score, wrong.final) == ("fail", "wrong_answer", 0.0, True)
+    assert wrong.evidence["extracted"] == "384" and wrong.evidence["rule"] == "stated"
+    assert (none.verdict, none.score, none.final) == ("no_answer", 0.0, False)
+    assert latex.passed and cash.passed
+
+
+def test_what_does_not_apply_abstains(pool: MathVerifyPool) -> None:
+    verifier = AnswerVerifier(pool)
+    no_reference, no_response = row("The answer is 18.", answer=None), row(None)
+    assert not verifier.applies(no_reference)
+    assert verifier.verify(no_reference).reason == "not_applicable"
+    assert (verifier.verify(no_response).verdict, verifier.verify(no_response).reason) == (
+        "abstain",
+        "no_response",
+    )
+    procedural = row("<answer>18</answer>")
+    procedural["reference"]["family"] = "chain_sum"  # its own scorer decides, not math-verify
+    assert not verifier.applies(procedural)
+
+
+def test_a_truncated_response_gets_no_last_number(pool: MathVerifyPool) -> None:
+    cut = row("First 16 - 3 = 13, then 13 - 4 = 9, and 9 * 2 =", provenance={"finish_reason": "length"})
+    assert AnswerVerifier(pool).verify(cut).verdict == "no_answer"
+
+
+def test_a_math_verify_timeout_abstains(pool: MathVerifyPool) -> None:
+    started = time.perf_counter()
+    verdict = AnswerVerifier(pool).verify(row("The answer is \\boxed{10^{10^{10}}}.", answer="3"))
+    assert (verdict.verdict, verdict.reason, verdict.score) == ("abstain", "math_verify_timeout", None)
+    assert "timed out" in verdict.evidence["error"]
+    assert time.perf_counter() - started < 15  # math-verify's own alarm, in the worker's main thread
+
+
+def test_a_hung_worker_is_killed_and_abstains() -> None:
+    with MathVerifyPool(workers=1, hard_timeout_s=1, compare=stuck_on_99) as stuck:
+        assert stuck.compare("1", "1").status == "equal"  # started (a start-up is never a timeout)
+        started = time.perf_counter()
+        hung, after = AnswerVerifier(stuck).verify_many([row("#### 99"), row("#### 18")])
+        assert (hung.verdict, hung.reason) == ("abstain", "math_verify_timeout")
+        assert "no result within 1 s" in hung.evidence["error"]
+        assert after.passed  # the pool started again (its start-up allowed): the next rows decide
+        assert time.perf_counter() - started < 20
+
+
+def test_off_the_main_thread(pool: MathVerifyPool) -> None:
+    # in the calling thread, math-verify's alarm cannot be armed: that abstains, never "wrong"
+    inline = AnswerVerifier(MathVerifyPool(workers=0))
+    with ThreadPoolExecutor(1) as thread:
+        verdict: Verdict = thread.submit(inline.verify, row("#### 18")).result()
+    assert (verdict.verdict, verdict.reason) == ("abstain", "math_verify_thread")
+    assert inline.verify(row("#### 18")).passed  # on the main thread its alarm works
+    # through the worker pool, threads get real verdicts (each task runs on a worker's main thread)
+    shared = AnswerVerifier(pool)
+    with ThreadPoolExecutor(3) as threads:
+        got = list(threads.map(shared.verify, [row("#### 18"), row("#### 19"), row("#### 18")]))
+    assert [v.verdict for v in got] == ["pass", "fail", "pass"]
+
+
+def test_the_pool_pickles_for_a_reward_function(pool: MathVerifyPool) -> None:
+    pool.compare("1", "1")  # started: the copy must not carry its processes
+    copy = pickle.loads(pickle.dumps(AnswerVerifier(pool)))
+    try:
+        assert copy.verify(row("#### 18")).passed
+    finally:
+        copy.pool.close()
+
+
+def test_compare_answers_directly() -> None:
+    assert compare_answers("0.5", "\\frac{1}{2}").status == "equal"
+    assert compare_answers("", "3").status == "gold_unparsed"

@@ -1,0 +1,72 @@
+"""The one answer extractor: what models and references write, and what counts as no answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptfactory.filters.verify.extract import extract, extract_answer
+from ptfactory.filters.verify.inputs import reference_answer
+
+GSM8K_SOLUTION = (
+    "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\n"
+    "She makes 9 * 2 = $<<9*2=18>>18 every day at the farmer's market.\n#### 18"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "answer", "rule"),
+    [
+        ("#### 18", "18", "hash"),
+        (GSM8K_SOLUTION, "18", "hash"),
+        ("#### 1,234", "1234", "hash"),
+        ("The answer is 18", "18", "stated"),
+        ("So the final answer is 18 apples.", "18", "stated"),
+        ("Answer: $92.20", "92.20", "stated"),
+        ("The answer is: 25%", "25", "stated"),
+        ("The answer is 3/4.", "3/4", "stated"),
+        ("The answer is \\frac{1}{2}.", "\\frac{1}{2}", "stated"),
+        ("The answer is that she saves $18 a day, which is nice", "18", "stated"),
+        ("The answer is yes.", "yes", "stated"),
+        ("so we get \\boxed{18}", "18", "boxed"),
+        ("The final answer is $\\boxed{\\frac{3}{4}}$.", "\\frac{3}{4}", "boxed"),
+        ("\\boxed{2} at first, then \\boxed{16,000}", "16000", "boxed"),
+        ("<answer>-4</answer>", "-4", "tag"),
+        ("She makes $16,000.", "16000", "last_number"),
+        ("20 days", "20", "whole"),
+        ("**18**", "18", "whole"),
+        ("Paris.", "Paris", "whole"),
+        ("The eggs cost 20 dollars in 2 days", "2", "last_number"),
+        ("3 + 15 = 18.", "18", "last_number"),
+        ("It costs 1,234,567 dollars", "1234567", "last_number"),
+        ("The temperature drops to -5 degrees", "-5", "last_number"),
+        ("The average is then 3.75", "3.75", "last_number"),
+    ],
+)
+def test_formats(text: str, answer: str, rule: str) -> None:
+    found = extract(text)
+    assert found is not None and (found.answer, found.rule) == (answer, rule)
+    assert extract_answer(text) == answer
+
+
+@pytest.mark.parametrize("text", ["", "   ", "I am not sure how to solve this.", None])
+def test_no_answer(text: str | None) -> None:
+    assert extract_answer(text) is None
+
+
+def test_the_last_number_fallback_can_be_turned_off() -> None:
+    cut = "First, 16 - 3 = 13 eggs. Then 13 - 4 ="  # a response cut at max_tokens
+    assert extract_answer(cut) == "4"
+    assert extract_answer(cut, fallback=False) is None
+    assert extract_answer("The answer is 18", fallback=False) == "18"  # a marked answer still counts
+
+
+def test_reference_answers() -> None:
+    # a seed's free response gives a reference only where it marks its answer
+    assert reference_answer(GSM8K_SOLUTION, stated=False) == "18"
+    assert reference_answer("Hi!", stated=False) is None
+    assert reference_answer("1, 2, 3", stated=False) is None
+    # an answer field or a reference column is the answer, whatever its shape
+    assert reference_answer("$16,000") == "16000"
+    assert reference_answer("\\frac{1}{2}") == "\\frac{1}{2}"
+    assert reference_answer("#### 70000") == "70000"
+    assert reference_answer("") is None and reference_answer(None) is None
