@@ -114,6 +114,7 @@ def generate_instructions(
                     tests=seed["tests"],
                     entry_point=seed["entry_point"],
                     trail=seed["decisions"],
+                    reference=seed.get("reference"),  # the seed's own task: its reference applies
                 )
             )
     novelty = NoveltyFilter(config.self_instruct.novelty_threshold, [_user_prompt(s) for s in seed_rows])

@@ -71,7 +71,10 @@ def candidate_row(
     tests: str | None = None,
     entry_point: str | None = None,
     trail: list[dict[str, Any]] | None = None,
+    reference: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """A candidate row; ``reference`` only where the seed's reference still applies (the seed's own
+    instruction and responses to it; never a derived task)."""
     return {
         "sample_id": sample_id(kind, messages, tests=tests, entry_point=entry_point),
         "batch": batch,
@@ -81,6 +84,7 @@ def candidate_row(
         "entry_point": entry_point,
         "language": "python" if kind == "code" else None,
         "provenance": prov,
+        "reference": reference,
         "decisions": [
             *(trail or []),
             {"stage": stage, "verdict": verdict, "reason": reason, "detail": detail},

@@ -91,6 +91,7 @@ def generate_responses(
                 tests=row["tests"],
                 entry_point=row["entry_point"],
                 trail=trail,
+                reference=row.get("reference"),  # set only on a seed's own instruction
             )
             _add(out, candidate, stats)
         seed_id = row["provenance"]["parent_id"] if row["provenance"]["method"] == "seed" else None
@@ -115,6 +116,7 @@ def generate_responses(
                 tests=row["tests"],
                 entry_point=row["entry_point"],
                 trail=trail,
+                reference=row.get("reference"),
             )
             _add(out, reference, stats)
     return from_records(out.values()), stats

@@ -3,13 +3,26 @@
 One task a row: ``instruction`` (required, non-empty text), optional ``id``, ``input``
 (context), ``response`` (a reference answer) and ``kind`` (``sft`` default, or ``code``);
 ``code`` rows also need ``entry_point`` and ``tests`` (Python defining
-``check(candidate)``, HumanEval style). Anything else is a :class:`SeedError` that
-names the file, line and field, so a bad file never half-loads.
+``check(candidate)``, HumanEval style). What makes an ``sft`` seed verifiable (schema 3's
+``reference``, checked by :mod:`ptfactory.filters.verify`):
+
+- ``answer``: the reference's final answer (text or a number: ``18``, ``"$16,000"``, ``"#### 18"``,
+  ``"\\frac{1}{2}"``). Without it, a ``response`` whose final answer is marked (``#### 18``,
+  ``\\boxed{18}``, "the answer is 18") gives the reference answer; an unmarked response gives none.
+- ``metadata``: a procedural task's generator metadata (an object; reasoning-gym's, with its
+  ``source_dataset`` naming an allowed family), kept intact as JSON: the family's scorer reads it.
+  ``ptf seeds procedural`` writes such seeds (generators/procedural.py).
+- ``constraints``: a list of instruction-following checks (``[{"type": "number_words", "relation":
+  "less than", "num_words": 100}, ...]``; the types: filters/verify/constraints.py).
+
+``metadata`` and ``constraints`` may also be JSON text (a Parquet column of strings). Anything else
+is a :class:`SeedError` that names the file, line and field, so a bad file never half-loads.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +32,26 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ptfactory.errors import SeedError
+from ptfactory.filters.verify.base import canonical_json
+from ptfactory.filters.verify.inputs import reference_answer, reference_record
 from ptfactory.storage.jsonl import json_objects, type_name
 from ptfactory.storage.schema import from_records, sample_id
 from ptfactory.version import code_version
 
-__all__ = ["SEED_FIELDS", "SeedTask", "read_seeds", "seed_files", "seeds_to_table"]
+__all__ = ["SEED_FIELDS", "SeedTask", "parse_seed", "read_seeds", "seed_files", "seeds_to_table"]
 
-SEED_FIELDS = ("id", "instruction", "input", "response", "kind", "entry_point", "tests")
+SEED_FIELDS = (
+    "id",
+    "instruction",
+    "input",
+    "response",
+    "kind",
+    "entry_point",
+    "tests",
+    "answer",
+    "metadata",
+    "constraints",
+)
 SEED_KINDS = ("sft", "code")
 SUFFIXES = (".jsonl", ".parquet")
 DEFAULT_MAX_FIELD_CHARS = 100_000
@@ -41,6 +67,31 @@ class SeedTask:
     response: str | None = None
     entry_point: str | None = None
     tests: str | None = None
+    answer: str | None = None  # as the seed gave it (a procedural oracle's exact text)
+    metadata: str | None = None  # canonical JSON: a procedural generator's metadata
+    constraints: str | None = None  # canonical JSON: the constraint specs
+
+    @property
+    def family(self) -> str | None:
+        """The procedural family (reasoning-gym's ``source_dataset``) of a procedural seed."""
+        return json.loads(self.metadata)["source_dataset"] if self.metadata else None
+
+    def reference(self) -> dict[str, Any] | None:
+        """The ``reference`` struct rows of this seed carry (None: nothing to verify against)."""
+        if self.metadata:  # the oracle answer as generated: its scorer compares exact text
+            answer, source = self.answer, "procedural"
+        elif self.answer is not None:
+            answer, source = reference_answer(self.answer), "answer"
+        else:
+            answer = reference_answer(self.response, stated=False)
+            source = "response" if answer is not None else "constraints"
+        return reference_record(
+            answer=answer,
+            source=source,
+            family=self.family,
+            metadata=json.loads(self.metadata) if self.metadata else None,
+            constraints=json.loads(self.constraints) if self.constraints else None,
+        )
 
     @property
     def prompt(self) -> str:
@@ -163,6 +214,11 @@ def _to_task(where: str, row: dict[str, Any], limit: int) -> SeedTask:
         raise SeedError(f'{where}: field {field!r} only belongs to code seeds; add "kind": "code"')
     if kind == "code":
         _check_code_fields(where, entry_point, tests)
+        for field in ("answer", "metadata", "constraints"):
+            if row.get(field) is not None:
+                raise SeedError(
+                    f"{where}: field {field!r} only belongs to sft seeds; code seeds are checked by their tests"
+                )
     task = SeedTask(
         id="",
         instruction=instruction,
@@ -172,9 +228,70 @@ def _to_task(where: str, row: dict[str, Any], limit: int) -> SeedTask:
         response=_text(where, row, "response", limit),
         entry_point=entry_point,
         tests=tests,
+        answer=_answer(where, row, limit),
+        metadata=_metadata(where, row, limit),
+        constraints=_constraints(where, row, limit),
     )
     seed_id = str(raw_id) if raw_id is not None else f"seed-{task.sample_id[:12]}"
     return SeedTask(**{**task.__dict__, "id": seed_id})
+
+
+def _answer(where: str, row: dict[str, Any], limit: int) -> str | None:
+    value = row.get("answer")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return json.dumps(value)
+    if value is not None and not isinstance(value, str):
+        raise SeedError(f"{where}: field 'answer' must be text or a number, got {type_name(value)}")
+    return _text(where, row, "answer", limit)
+
+
+def _json_field(where: str, row: dict[str, Any], key: str, kind: type, limit: int) -> Any:
+    """An object (or list) field, also accepted as JSON text (a Parquet column of strings)."""
+    value = row.get(key)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise SeedError(f"{where}: field {key!r} is text that is not JSON ({exc})") from None
+    if value is None or isinstance(value, kind):
+        if value is not None and len(canonical_json(value)) > limit:
+            raise SeedError(f"{where}: field {key!r} is over the {limit:,}-character limit as JSON")
+        return value
+    wanted = "an object" if kind is dict else "a list"
+    raise SeedError(f"{where}: field {key!r} must be {wanted}, got {type_name(value)}")
+
+
+def _metadata(where: str, row: dict[str, Any], limit: int) -> str | None:
+    from ptfactory.filters.verify.procedural import family_problem
+
+    metadata = _json_field(where, row, "metadata", dict, limit)
+    if metadata is None:
+        return None
+    family = metadata.get("source_dataset")
+    if not isinstance(family, str):
+        raise SeedError(
+            f"{where}: field 'metadata' has no 'source_dataset' naming its procedural family "
+            "(metadata is a procedural generator's, as `ptf seeds procedural` writes it)"
+        )
+    if problem := family_problem(family):
+        raise SeedError(f"{where}: field 'metadata': {problem}")
+    return canonical_json(metadata)
+
+
+def _constraints(where: str, row: dict[str, Any], limit: int) -> str | None:
+    from ptfactory.filters.verify.constraints import constraint_problem
+
+    specs = _json_field(where, row, "constraints", list, limit)
+    if specs is None:
+        return None
+    if problem := constraint_problem(specs):
+        raise SeedError(f"{where}: field 'constraints': {problem}")
+    return canonical_json(specs)
+
+
+def parse_seed(where: str, row: dict[str, Any], max_field_chars: int = DEFAULT_MAX_FIELD_CHARS) -> SeedTask:
+    """One seed row (a dict as a seed file holds it), validated; ``where`` names it in errors."""
+    return _to_task(where, row, max_field_chars)
 
 
 def _check_code_fields(where: str, entry_point: str | None, tests: str | None) -> None:
@@ -200,6 +317,7 @@ def seeds_to_table(tasks: list[SeedTask], batch: str) -> pa.Table:
     records = []
     for task in tasks:
         has_reference = task.response is not None
+        reference = task.reference()
         records.append(
             {
                 "sample_id": task.sample_id,
@@ -209,6 +327,7 @@ def seeds_to_table(tasks: list[SeedTask], batch: str) -> pa.Table:
                 "tests": task.tests,
                 "entry_point": task.entry_point,
                 "language": "python" if task.kind == "code" else None,
+                "reference": reference,
                 "provenance": {
                     "method": "seed",
                     "seed_task_id": task.id,
@@ -218,7 +337,13 @@ def seeds_to_table(tasks: list[SeedTask], batch: str) -> pa.Table:
                     {
                         "stage": "seed",
                         "verdict": "keep",
-                        "reason": "with_reference" if has_reference else "instruction_only",
+                        # "verifiable": no reference response, but an answer, procedural task or
+                        # constraints a verifier checks responses against
+                        "reason": "with_reference"
+                        if has_reference
+                        else "verifiable"
+                        if reference
+                        else "instruction_only",
                         # the file's name, not its path: rows must not depend on where a machine keeps them
                         "detail": task.source.rsplit("/", 1)[-1],
                     }

@@ -10,10 +10,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+from pydantic import Field
 
 from ptfactory.filters.dedup.lsh import (
     band_keys,
@@ -23,6 +24,7 @@ from ptfactory.filters.dedup.lsh import (
     union_find,
 )
 from ptfactory.filters.dedup.minhash import EMPTY, shingle_hashes, signatures, words
+from ptfactory.section import Section
 
 # 128 agreeing-or-not positions estimate J with a standard deviation of at most ~0.044; beyond
 # three of those from the threshold the estimate's verdict is as good as the exact one's.
@@ -31,27 +33,34 @@ _AMBIGUOUS = 0.13
 __all__ = ["DedupConfig", "DedupResult", "Hashed", "Shingles", "compact", "compute_signatures", "deduplicate"]
 
 
-@dataclass(frozen=True)
-class DedupConfig:
-    threshold: float = 0.8  # Jaccard of word n-gram sets at which two texts are duplicates
-    num_perm: int = 128  # signature length
-    ngram: int = 5  # words per shingle
-    seed: int = 1
-    fp_weight: float = 0.05  # LSH parameter search weights: candidates are verified, so favour recall
-    fn_weight: float = 0.95
-    chunk_size: int = 2_500  # documents hashed per task (small tasks balance the cores)
-    exact_verify_max_docs: int = 500_000  # beyond this, verify on signatures (keeps memory flat)
-    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+class DedupConfig(Section):
+    """The ``dedup`` section of factory.yaml, and what :func:`deduplicate` reads."""
 
-    def __post_init__(self) -> None:
-        if not 0 < self.threshold <= 1:
-            raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
-        if self.num_perm < 2 or self.ngram < 1:
-            raise ValueError(f"num_perm must be >= 2 and ngram >= 1, got {self.num_perm} and {self.ngram}")
+    threshold: float = Field(
+        0.8, gt=0, le=1, description="Jaccard of word n-gram sets that makes a duplicate"
+    )
+    num_perm: int = Field(128, ge=16, le=1024, description="MinHash signature length")
+    ngram: int = Field(5, ge=1, le=20, description="words per shingle")
+    seed: int = Field(1, description="MinHash permutation seed")
+    against_published: bool = Field(True, description="also drop near duplicates of published samples")
+    # LSH parameter search weights: candidates are verified, so favour recall
+    fp_weight: float = Field(0.05, ge=0, le=1, description="LSH band search: weight of false positives")
+    fn_weight: float = Field(0.95, ge=0, le=1, description="LSH band search: weight of false negatives")
+    chunk_size: int = Field(
+        2_500, gt=0, description="documents hashed per task (small tasks balance the cores)"
+    )
+    exact_verify_max_docs: int = Field(
+        500_000, ge=0, description="beyond this many documents, verify on signatures (keeps memory flat)"
+    )
+    workers: int | None = Field(None, gt=0, description="hashing threads; default: the machine's cores")
 
     @property
     def bands(self) -> tuple[int, int]:
         return optimal_bands(self.threshold, self.num_perm, self.fp_weight, self.fn_weight)
+
+    @property
+    def threads(self) -> int:
+        return self.workers or os.cpu_count() or 1
 
 
 @dataclass
@@ -167,7 +176,7 @@ def compute_signatures(
         array = array.combine_chunks()
     chunks = [array.slice(s, config.chunk_size) for s in range(0, len(array), config.chunk_size)] or [array]
     # polars and numpy release the GIL, so threads use every core without copying the texts
-    with ThreadPoolExecutor(max_workers=max(1, min(config.workers, len(chunks)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(config.threads, len(chunks)))) as pool:
         parts = list(pool.map(lambda chunk: _chunk_signatures(chunk, config, keep_shingles), chunks))
     shingles = Shingles.concat([p.shingles for p in parts if p.shingles]) if keep_shingles else None
     return Hashed(

@@ -20,7 +20,7 @@ lineage, so a killed worker costs time, not rows.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -65,7 +65,7 @@ def _node() -> str:
 def _hash_shard(texts: pa.Array, config: DedupConfig, keep_shingles: bool) -> tuple[Any, np.ndarray]:
     """(the shard's hashes, node and seconds; its band keys): a Ray task, one per shard."""
     started = time.perf_counter()
-    hashed = compute_signatures(texts, replace(config, workers=1), keep_shingles)
+    hashed = compute_signatures(texts, config.model_copy(update={"workers": 1}), keep_shingles)
     keys = band_keys(hashed.signatures, *config.bands)
     return (hashed, _node(), time.perf_counter() - started), keys
 

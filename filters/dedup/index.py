@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import posixpath
 import uuid
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -129,7 +128,7 @@ class PublishedIndex:
         return len(todo)
 
     def _params(self) -> str:
-        body = {k: v for k, v in asdict(self.config).items() if k in _PARAMS}
+        body = {k: v for k, v in self.config.model_dump().items() if k in _PARAMS}
         return json.dumps({**body, "bands": list(self.config.bands)}, sort_keys=True)
 
     def _check(self, con: object) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -48,7 +48,11 @@ def _fingerprint(config: DedupConfig, texts: pa.Array, ids: np.ndarray, side: np
     (text, id, side) is hashed, the hashes sorted, and digested with the settings and row count."""
     frame = pl.DataFrame({"text": pl.from_arrow(texts), "id": ids.tolist(), "side": side})
     rows = np.sort(frame.hash_rows(seed=7).to_numpy())
-    digest = hashlib.blake2b(repr((astuple(config), config.bands, len(rows))).encode())
+    digest = hashlib.blake2b(
+        repr(
+            ((config.threshold, config.num_perm, config.ngram, config.seed), config.bands, len(rows))
+        ).encode()
+    )
     digest.update(rows.tobytes())
     return digest.digest()
 

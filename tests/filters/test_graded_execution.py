@@ -10,8 +10,9 @@ from ptfactory.filters.execution.base import Job
 from ptfactory.filters.execution.docker_sandbox import DockerSandbox
 from ptfactory.filters.execution.limits import ExecResult, Limits
 from ptfactory.filters.execution.programs import graded, program
-from ptfactory.filters.execution.validate import validate_samples
+from ptfactory.filters.execution.validate import ExecutionConfig, validate_samples
 from ptfactory.storage.schema import from_records, sample_id, validate_table
+from tests.filters.faults import DyingSandbox
 
 pytestmark = pytest.mark.integration
 
@@ -50,6 +51,15 @@ def test_all_assertions_pass(sandbox: DockerSandbox) -> None:
         3,
     )
     assert result.score()["assertions_passed"] == 3 and result.score()["assertions_total"] == 3
+
+
+def test_an_early_clean_exit_is_a_failure_not_a_pass(sandbox: DockerSandbox) -> None:
+    """A solution that leaves with status 0 before its tests run (``os._exit(0)``) never reports
+    its asserts: graded reads that as a failure, whatever the exit code said."""
+    result = _run(sandbox, "import os\nos._exit(0)\ndef inc(x):\n    return x + 1\n")
+    assert result.exit_code == 0
+    assert (result.status, result.assertions_total) == ("failed", None)
+    assert "exited before the harness reported" in result.detail
 
 
 @pytest.mark.parametrize(
@@ -99,14 +109,10 @@ def test_module_level_tests_without_an_entry_point(sandbox: DockerSandbox) -> No
     assert (result.status, result.assertions_passed, result.assertions_total) == ("failed", 3, 4)
 
 
-def test_validate_samples_records_the_counts_and_drops_nothing(sandbox: DockerSandbox) -> None:
+def _code_records(answers: tuple[str, ...]) -> list[dict[str, object]]:
     prompt = 'def inc(x):\n    """x plus one"""\n'
-    records = []
-    for answer in (
-        "    return x + 1\n",
-        "    return x + 1 if x < 3 else 0\n",
-        "    while True:\n        pass\n",
-    ):
+    records: list[dict[str, object]] = []
+    for answer in answers:
         messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
         records.append(
             {
@@ -119,6 +125,20 @@ def test_validate_samples_records_the_counts_and_drops_nothing(sandbox: DockerSa
                 "decisions": [],
             }
         )
+    return records
+
+
+def test_validate_samples_records_the_counts_and_drops_nothing(sandbox: DockerSandbox) -> None:
+    """Faults the solution causes (a loop past the limit, killing its runner) are its statuses: a
+    control program passed after each, so none is an infrastructure error."""
+    records = _code_records(
+        (
+            "    return x + 1\n",
+            "    return x + 1 if x < 3 else 0\n",
+            "    while True:\n        pass\n",
+            "    import os, signal\n    os.kill(-1, signal.SIGKILL)\n",
+        )
+    )
     table, stats = validate_samples(from_records(records), sandbox)
     validate_table(table)
     rows = table.to_pylist()
@@ -127,15 +147,51 @@ def test_validate_samples_records_the_counts_and_drops_nothing(sandbox: DockerSa
         ("passed", 3, 3),
         ("failed", 2, 3),
         ("timeout", None, None),
+        ("failed", None, None),
     ]
     # the failures are decided by the difficulty stage: here every row is kept, with the outcome
     assert [(d["verdict"], d["reason"]) for d in (r["decisions"][-1] for r in rows)] == [
         ("keep", "tests_passed"),
         ("keep", "execution_failed"),
         ("keep", "execution_timeout"),
+        ("keep", "execution_failed"),
     ]
     assert rows[1]["decisions"][-1]["detail"].startswith("2/3 assertions held")
     assert (stats.assertions_passed, stats.assertions_total) == (5, 6)
+    assert (stats.solution_faults, stats.infra_errors, stats.retries) == (2, 0, 0)
+    assert stats.gate.passed and stats.gate.share == 0.0
+
+
+def test_an_unreliable_sandbox_publishes_nothing_of_the_batch(sandbox: DockerSandbox) -> None:
+    """Every job dies, the control too: the code rows abstain (sandbox_error, never a failure), and
+    past max_infra_error_share every live row of the batch is dropped: nothing of it goes on."""
+    code = _code_records(("    return x + 1\n", "    return 0\n"))
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    records = [
+        *code,
+        {"sample_id": sample_id("sft", chat), "batch": "b", "kind": "sft", "messages": chat, "decisions": []},
+    ]
+    dying = DyingSandbox(sandbox)
+    strict = ExecutionConfig(max_infra_error_share=0.1, infra_retries=0)
+    table, stats = validate_samples(from_records(records), dying, config=strict)
+    validate_table(table)
+    rows = table.to_pylist()
+    assert [r["scores"]["execution"]["status"] for r in rows[:2]] == ["sandbox_error", "sandbox_error"]
+    assert [(r["decisions"][-1]["verdict"], r["decisions"][-1]["reason"]) for r in rows] == [
+        ("drop", "sandbox_unreliable")
+    ] * 3
+    assert (stats.infra_errors, stats.validations, stats.solution_faults) == (2, 2, 0)
+    assert not stats.gate.passed and stats.gate.share == 1.0
+    assert "nothing from this batch is published" in rows[2]["decisions"][-1]["detail"]
+    # a share the batch stays under: the rows go on, the faults recorded as the sandbox's
+    lenient = ExecutionConfig(max_infra_error_share=1.0, infra_retries=0)
+    kept, _ = validate_samples(from_records(records), dying, config=lenient)
+    assert [r["decisions"][-1]["reason"] for r in kept.to_pylist()] == [
+        "execution_sandbox_error",
+        "execution_sandbox_error",
+        "not_code",
+    ]
+    assert "the control program failed too" in kept.to_pylist()[0]["decisions"][-1]["detail"]
 
 
 def test_the_harness_refuses_to_run_on_the_host(tmp_path: Path) -> None:

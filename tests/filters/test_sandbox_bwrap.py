@@ -1,9 +1,10 @@
-"""The bubblewrap fallback, for real: chosen (loudly) only when no Docker engine answers."""
+"""The bubblewrap sandbox, for real: run only where `sandbox.backend: bwrap` chose it (loudly)."""
 
 import json
 
 import pytest
 
+from ptfactory.errors import SandboxError
 from ptfactory.filters.execution.bwrap_sandbox import BwrapSandbox
 from ptfactory.filters.execution.limits import Limits
 from ptfactory.filters.execution.select import WARNING, backend_status, open_sandbox
@@ -38,19 +39,37 @@ def test_bwrap_sees_no_host_environment(monkeypatch: pytest.MonkeyPatch) -> None
     assert result.stdout_tail.strip().endswith("65534")
 
 
-def test_no_engine_means_bwrap_with_a_loud_warning(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], ptf
+def test_no_engine_is_an_error_saying_how_to_start_docker_or_opt_into_bwrap(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], ptf, project
 ) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    status = backend_status()
-    assert status.backend == "bwrap"
-    with open_sandbox(LIMITS) as sandbox:
+    """`auto` never falls to the weaker sandbox: Docker, or an error that says how to start it and
+    how to opt into bubblewrap; bubblewrap runs only where chosen, loudly; `ptf doctor` says which
+    one runs with the project's setting (issue 39 item 7)."""
+
+    def doctor(env: dict[str, str] | None = None) -> dict[str, str]:
+        rows = json.loads(ptf("doctor", "--json", env=env).stdout)
+        row: dict[str, str] = next(c for c in rows if c["component"] == "sandbox backend")
+        return row
+
+    assert doctor()["detail"].startswith("docker: code runs in docker; sandbox.backend: auto")
+    no_engine = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    monkeypatch.setenv("DOCKER_HOST", no_engine["DOCKER_HOST"])
+    for backend in ("auto", "docker"):
+        assert backend_status(backend).backend is None
+        with pytest.raises(SandboxError) as refused:
+            open_sandbox(LIMITS, backend=backend)
+        message = str(refused.value)
+        assert "no Docker engine answers" in message and "systemctl start docker" in message
+        assert "`sandbox: {backend: bwrap}`" in message
+    assert backend_status("bwrap").backend == "bwrap"
+    with open_sandbox(LIMITS, backend="bwrap") as sandbox:
         assert sandbox.backend == "bwrap"
     assert WARNING in capsys.readouterr().err
-    doctor = json.loads(
-        ptf("doctor", "--json", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"}).stdout
-    )
-    sandbox_row = next(c for c in doctor if c["component"] == "sandbox backend")
-    assert sandbox_row["status"] == "warn" and sandbox_row["detail"].startswith("bwrap")
-    with pytest.raises(Exception, match="no Docker engine answers"):
-        open_sandbox(LIMITS, backend="docker")
+    missing = doctor(no_engine)
+    assert missing["status"] == "missing" and missing["detail"].startswith("none: no sandbox can run code")
+    assert "sandbox.backend: auto needs Docker" in missing["detail"] and "backend: bwrap" in missing["detail"]
+    config = project / "factory.yaml"
+    config.write_text(config.read_text() + "sandbox: {backend: bwrap}\n")
+    opted = doctor(no_engine)
+    assert opted["status"] == "warn" and opted["detail"].startswith("bwrap: code runs in bwrap")
+    assert "opted in" in opted["detail"]

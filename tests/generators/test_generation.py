@@ -9,7 +9,7 @@ import dagster as dg
 import pyarrow as pa
 
 from ptfactory.assets.generation import candidate_instructions, candidate_responses
-from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.resources import factory_resources
 from ptfactory.assets.seeds import seed_tasks
 from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams
 from ptfactory.generators.config import GenerationConfig
@@ -132,10 +132,7 @@ def test_generation_assets_with_the_tiny_model(tiny_model: Path, home: Path, tmp
         [seed_tasks, candidate_instructions, candidate_responses],
         instance=instance,
         partition_key="b1",
-        resources={
-            "factory": FactoryResource(home=str(home), config_path=str(config)),
-            "samples_io": SampleIOManager(home=str(home)),
-        },
+        resources=factory_resources(str(config), str(home)),
     )
     assert result.success
     meta = result.asset_materializations_for_node("candidate_responses")[0].metadata

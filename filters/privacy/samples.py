@@ -1,0 +1,180 @@
+"""The privacy stage over sample records and seed tasks: nothing stored keeps a raw value.
+
+:func:`redact_table` redacts every text field of every row (messages and their tool calls,
+chosen, rejected, tests, steps, outcome, judges' rationales and raw replies, execution output
+tails, annotation edits) and is what any writer of a stored artefact can call; :func:`clean_samples`
+is the stage: it redacts and adds one ``privacy`` decision per live row with findings (type and
+count as canonical JSON in ``detail``, never a value). :func:`redact_seed` cleans a seed task dict
+before it is staged, so even the staged copy of a seed file holds no raw value.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ptfactory.filters.execution.programs import extract_solution
+from ptfactory.filters.privacy.config import PrivacyConfig
+from ptfactory.filters.privacy.redact import redact_record
+from ptfactory.storage.schema import add_decision, dropped_mask, prompt_of, response_of
+
+__all__ = ["STAGE", "PrivacyStats", "clean_samples", "record_redactions", "redact_seed", "redact_table"]
+
+STAGE = "privacy"
+# Fields that hold ids, enums, hashes or names of things, never free text.
+_SKIP = frozenset(
+    {
+        "sample_id", "batch", "kind", "language", "entry_point", "role", "stage", "verdict", "reason",
+        "tool_call_id", "id", "type", "name", "method", "template_id", "template_hash", "engine", "model",
+        "code_version", "finish_reason", "representative_id", "status", "tree_hash", "check_hash",
+        "initial_hash", "judge", "seed_task_id", "parent_id", "annotator", "stop_reason", "task_id",
+        "preference", "sampling_params", "decisions",
+    }
+)  # fmt: skip
+_SEED_SKIP = frozenset({"id", "kind", "entry_point"})
+
+
+@dataclass
+class PrivacyStats:
+    rows_in: int = 0
+    rows_with_findings: int = 0
+    found: Counter[str] = field(default_factory=Counter)
+    routed: int = 0
+    dropped: int = 0
+    seconds: float = 0.0
+
+    def as_metadata(self) -> dict[str, Any]:
+        return {
+            "rows_in": self.rows_in,
+            "rows_redacted": self.rows_with_findings,
+            "redactions": dict(self.found),
+            "routed_to_review": self.routed,
+            "dropped": self.dropped,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _code_texts(row: dict[str, Any]) -> dict[str, str | None] | None:
+    if row.get("kind") != "code":
+        return None
+    messages = row.get("messages") or []
+    try:
+        solution = extract_solution(prompt_of(messages), response_of(messages), row.get("entry_point") or "")
+    except Exception:  # an unparseable answer: its tests still decide what is test data
+        solution = response_of(messages)
+    return {"tests": row.get("tests"), "solution": solution}
+
+
+def _redact_rows(
+    rows: list[dict[str, Any]], config: PrivacyConfig
+) -> tuple[list[dict[str, Any]], list[dict[str, int]], list[bool]]:
+    cleaned, counts, consistent = [], [], []
+    for row in rows:
+        new, found, ok = redact_record(row, config, skip=_SKIP, code=_code_texts(row))
+        cleaned.append(new)
+        counts.append(found)
+        consistent.append(ok)
+    return cleaned, counts, consistent
+
+
+def redact_table(
+    table: pa.Table, config: PrivacyConfig | None = None
+) -> tuple[pa.Table, list[dict[str, int]]]:
+    """Every text field of every row redacted (same schema back), and each row's counts per type."""
+    config = config or PrivacyConfig()
+    if not config.enabled or not table.num_rows:
+        return table, [{} for _ in range(table.num_rows)]
+    cleaned, counts, _ = _redact_rows(table.to_pylist(), config)
+    return pa.Table.from_pylist(cleaned, schema=table.schema), counts
+
+
+def clean_samples(table: pa.Table, config: PrivacyConfig | None = None) -> tuple[pa.Table, PrivacyStats]:
+    """The stage: every row redacted (dropped ones too: they are stored); each live row with findings
+    gets a ``privacy`` decision: ``keep``/``redacted``, or with ``action`` drop / review,
+    ``drop``/``personal_data`` or ``route``/``personal_data``; a code row whose code no longer parses
+    after redaction is routed with ``redaction_breaks_code`` whatever the action (except drop)."""
+    started = time.perf_counter()
+    config = config or PrivacyConfig()
+    stats = PrivacyStats(rows_in=table.num_rows)
+    if not config.enabled or not table.num_rows:
+        return table, stats
+    cleaned, counts, consistent = _redact_rows(table.to_pylist(), config)
+    out = pa.Table.from_pylist(cleaned, schema=table.schema)
+    out = _decide(out, counts, consistent, config, stats=stats, dropped=dropped_mask(table))
+    stats.seconds = time.perf_counter() - started
+    return out, stats
+
+
+def record_redactions(
+    table: pa.Table, counts: list[dict[str, int]], config: PrivacyConfig | None = None
+) -> tuple[pa.Table, PrivacyStats]:
+    """``privacy`` decisions for redactions made before the rows were built (seeds redacted when
+    staged: ``counts`` per row, from :mod:`.seedfiles`), as :func:`clean_samples` records its own."""
+    config = config or PrivacyConfig()
+    stats = PrivacyStats(rows_in=table.num_rows)
+    if len(counts) != table.num_rows:
+        raise ValueError(f"{len(counts)} redaction counts for {table.num_rows} rows")
+    out = _decide(table, counts, [True] * len(counts), config, stats=stats, dropped=dropped_mask(table))
+    return out, stats
+
+
+def _decide(
+    out: pa.Table,
+    counts: list[dict[str, int]],
+    consistent: list[bool],
+    config: PrivacyConfig,
+    *,
+    stats: PrivacyStats,
+    dropped: pa.Array,
+) -> pa.Table:
+    live = np.flatnonzero(~dropped.to_numpy(zero_copy_only=False)).tolist()
+    rows, verdicts, reasons, details = [], [], [], []
+    for i in live:
+        if not counts[i]:
+            continue
+        rows.append(i)
+        details.append(json.dumps(counts[i], sort_keys=True, separators=(",", ":")))
+        if config.action == "drop":
+            verdicts.append("drop")
+            reasons.append("personal_data")
+        elif not consistent[i]:
+            verdicts.append("route")
+            reasons.append("redaction_breaks_code")
+        elif config.action == "review":
+            verdicts.append("route")
+            reasons.append("personal_data")
+        else:
+            verdicts.append("keep")
+            reasons.append("redacted")
+        stats.found.update(counts[i])
+    stats.rows_with_findings += len(rows)
+    stats.routed += verdicts.count("route")
+    stats.dropped += verdicts.count("drop")
+    return add_decision(out, STAGE, verdicts, reasons, details, rows=rows) if rows else out
+
+
+def redact_seed(
+    task: dict[str, Any], config: PrivacyConfig | None = None
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """A seed task (the dict read from a seed file) with every text field redacted, and the counts.
+    ``id``, ``kind`` and ``entry_point`` are left alone; a code task's tests decide its test data."""
+    config = config or PrivacyConfig()
+    if not config.enabled:
+        return task, {}
+    code = None
+    if task.get("kind") == "code":
+        prompt = "\n\n".join(t for t in (task.get("instruction"), task.get("input")) if t)
+        solution: str | None
+        try:
+            solution = extract_solution(prompt, task.get("response") or "", task.get("entry_point") or "")
+        except Exception:
+            solution = task.get("response")
+        code = {"tests": task.get("tests"), "solution": solution}
+    cleaned, counts, _ = redact_record(task, config, skip=_SEED_SKIP, code=code)
+    return cleaned, counts
