@@ -14,7 +14,9 @@ def _f(default: Any, help: str) -> Any:
 
 @dataclass
 class TrainConfig:
-    kind: Literal["sft", "dpo"] = _f("sft", "sft (messages) or dpo (prompt/chosen/rejected)")
+    kind: Literal["sft", "dpo", "grpo"] = _f(
+        "sft", "sft (messages), dpo (prompt/chosen/rejected) or grpo (rl prompts, verifier rewards)"
+    )
     dataset: str = _f("sft@latest", "the dataset version to train on, NAME@VERSION (v3, latest, or an alias)")
     model: str = _f("bundled", "a model folder, or 'bundled' (SmolLM2-135M-Instruct)")
     output: str = _f("", "where the model, tokenizer and ptf_lineage.json go")
@@ -28,6 +30,15 @@ class TrainConfig:
     bf16: bool = _f(False, "train in bfloat16 (GPUs; on CPU float32 is faster)")
     eval_loss: bool = _f(True, "measure loss on the training and validation splits before and after")
     save_checkpoints: bool = _f(False, "also keep intermediate checkpoints (every max_steps/2)")
+    train_layers: int = _f(
+        0, "train only the last N decoder layers and the final norm (0: every weight); short CPU runs"
+    )
+    num_generations: int = _f(4, "GRPO: completions sampled per prompt (the group the advantage compares)")
+    max_completion_length: int = _f(128, "GRPO: tokens per sampled completion")
+    temperature: float = _f(0.9, "GRPO: sampling temperature of the completions")
+    kl: float = _f(0.0, "GRPO: KL penalty to the reference model (0: no reference model, TRL's default)")
+    format_weight: float = _f(0.2, "GRPO: weight of the format reward (the verifiers' rewards weigh 1)")
+    save_every: int = _f(0, "GRPO: checkpoint every N steps (0: every max_steps/10); a killed run resumes")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -53,13 +53,27 @@ def _prompt_and_answers(row: dict[str, Any], tools: bool) -> dict[str, Any]:
     return {**pair, "tools": None} if tools else pair
 
 
+def _rl_prompt(row: dict[str, Any]) -> dict[str, Any]:
+    """GRPO: the conversational ``prompt`` (the row's turns before any answer) and ``ptf_task``,
+    what the reward functions verify against (training/rewards.py)."""
+    from ptfactory.training.rewards import task_column
+
+    turns = _turns(row["messages"], False)
+    while turns and turns[-1]["role"] == "assistant":
+        turns.pop()
+    return {"prompt": turns, "ptf_task": task_column(row)}
+
+
 def to_trl(rows: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    """SFT: ``messages``; DPO: conversational ``prompt`` / ``chosen`` / ``rejected``.
+    """SFT: ``messages``; DPO: conversational ``prompt`` / ``chosen`` / ``rejected``; GRPO:
+    conversational ``prompt`` and ``ptf_task``.
 
     Rows with tool calls (agent trajectories; sft rows made of solved ones) keep them: assistant
     ``tool_calls`` (arguments as JSON strings), ``tool`` turns with ``tool_call_id``, and a
     ``tools`` column (JSON), which TRL's SFT trainer hands to the chat template. Datasets without
     any keep the plain ``{role, content}`` form they always had."""
+    if kind == "grpo":
+        return [_rl_prompt(r) for r in rows]
     tools = any(r.get("tools") for r in rows)
     if kind == "sft":
         out = []
@@ -75,7 +89,7 @@ def to_trl(rows: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def load_training_data(datasets: DatasetStore, ref: str, kind: str) -> TrainingData:
     manifest = datasets.verify(ref)  # every shard's sha256 against the manifest, before any step
     # an agent version (verified trajectories) trains as SFT on its conversations, tool calls included
-    wanted = ("sft", "agent") if kind == "sft" else ("preference",)
+    wanted = {"sft": ("sft", "agent"), "grpo": ("rl",)}.get(kind, ("preference",))
     if manifest.kind not in wanted:
         raise UserInputError(
             f"{manifest.ref} is a {manifest.kind} dataset; `ptf train {kind}` needs a "

@@ -26,7 +26,7 @@ from ptfactory.storage.versions import DatasetStore
 from ptfactory.training.config import TrainConfig
 from ptfactory.training.data import TrainingData, load_training_data
 
-__all__ = ["TrainResult", "train"]
+__all__ = ["LINEAGE_FILE", "TrainResult", "freeze_below", "record_run", "train"]
 
 LINEAGE_FILE = "ptf_lineage.json"
 
@@ -51,6 +51,25 @@ def _versions() -> dict[str, str]:
         "ptfactory": code_version(),
         "python": platform.python_version(),
     }
+
+
+def freeze_below(model: Any, layers: int) -> None:
+    """Train only the last ``layers`` decoder layers and the final norm (0: leave every weight
+    trainable). Below them the forward pass builds no graph and the backward pass stops early: on
+    two CPU cores a step of the 135M model costs about a third of a full one."""
+    if layers <= 0:
+        return
+    base = getattr(model, "model", None)
+    blocks = getattr(base, "layers", None)
+    if blocks is None:
+        raise UserInputError(f"--train-layers: {type(model).__name__} has no decoder layers to pick from")
+    if layers > len(blocks):
+        raise UserInputError(f"--train-layers {layers}: the model has {len(blocks)} decoder layers")
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    for module in [*blocks[-layers:], getattr(base, "norm", None)]:
+        for parameter in module.parameters() if module is not None else []:
+            parameter.requires_grad_(True)
 
 
 def _trainer(config: TrainConfig, data: TrainingData, model: Any, tokenizer: Any, output: Path) -> Any:
@@ -140,6 +159,7 @@ def train(config: TrainConfig, datasets: DatasetStore | None = None, say: Any = 
         tokenizer.pad_token = tokenizer.eos_token
     dtype = torch.bfloat16 if config.bf16 else torch.float32
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, local_files_only=True)
+    freeze_below(model, config.train_layers)
     trainer = _trainer(config, data, model, tokenizer, output)
 
     metrics: dict[str, Any] = {}
@@ -163,10 +183,27 @@ def train(config: TrainConfig, datasets: DatasetStore | None = None, say: Any = 
     trainer.save_model(str(output))
     tokenizer.save_pretrained(str(output))
 
+    model_path_info = {"given": config.model, "path": model_path}
+    lineage = record_run(config, data, model_path_info, metrics, output, datasets=datasets)
+    return TrainResult(lineage.get("run_id", ""), output, metrics, lineage)
+
+
+def record_run(
+    config: TrainConfig,
+    data: TrainingData,
+    model: dict[str, Any],
+    metrics: dict[str, Any],
+    output: Path,
+    *,
+    datasets: DatasetStore,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``ptf_lineage.json`` in ``output`` and the catalog's ``training_runs`` row; under
+    ``accelerate launch`` only rank 0 records (the others get ``{}``)."""
+    if int(os.environ.get("RANK", "0")) != 0:
+        return {}
     run_id = uuid.uuid4().hex
     manifest = data.manifest
-    if int(os.environ.get("RANK", "0")) != 0:  # under `accelerate launch`: rank 0 records the run
-        return TrainResult(run_id, output, metrics, {})
     lineage = {
         "run_id": run_id,
         "kind": config.kind,
@@ -178,9 +215,11 @@ def train(config: TrainConfig, datasets: DatasetStore | None = None, say: Any = 
             "rows": {"train": len(data.train), "validation": len(data.validation)},
             "shards": [{"file": s.file, "sha256": s.sha256} for s in manifest.shards],
             "config_hash": manifest.config_hash,
+            "batches": list(manifest.batches),
         },
-        "model": {"given": config.model, "path": model_path},
+        "model": model,
         "config": config.to_json(),
+        **(extra or {}),
         "metrics": metrics,
         "versions": _versions(),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -201,4 +240,4 @@ def train(config: TrainConfig, datasets: DatasetStore | None = None, say: Any = 
             lineage["created_at"],
         ],
     )
-    return TrainResult(run_id, output, metrics, lineage)
+    return lineage

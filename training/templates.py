@@ -8,6 +8,7 @@ Rows with tool calls (agent trajectories, and the ``sft`` rows made of solved on
 their ``tools``, as TRL renders them: the last assistant turn is the answer (a failed episode may
 end on a tool result), an assistant turn that only calls tools may have empty content, and each
 call must come out of the template (a template that ignores ``tool_calls`` would train on nothing).
+An ``rl`` row is a prompt without its answer: it must render with the assistant's turn opened.
 """
 
 from __future__ import annotations
@@ -72,6 +73,21 @@ def _check(
     return None
 
 
+def _prompt_only(tokenizer: Any, turns: list[dict[str, Any]], sid: str) -> str | None:
+    """An rl row is a prompt the policy answers: no empty turn, no answer, and the template opens
+    the assistant's turn after it (GRPO samples from there)."""
+    empty = [i for i, m in enumerate(turns) if not (m.get("content") or "").strip()]
+    if empty:
+        return f"{sid}: turn {empty[0]} ({turns[empty[0]]['role']}) is empty"
+    if turns[-1]["role"] == "assistant":
+        return f"{sid}: an rl row is the prompt; it ends with an assistant turn (its answer)"
+    try:
+        tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+    except Exception as exc:
+        return f"{sid}: the chat template failed: {exc}"
+    return None
+
+
 def _last_assistant(tokenizer: Any, turns: list[dict[str, Any]], sid: str, tools: Any) -> str | None:
     """An episode's answer is its last assistant turn (a failed one may end on a tool result)."""
     last = max((i for i, m in enumerate(turns) if m["role"] == "assistant"), default=len(turns) - 1)
@@ -96,6 +112,8 @@ def template_problems(rows: list[dict[str, Any]], tokenizer: Any, limit: int = 2
             found = [_check(tokenizer, messages, a, row["sample_id"]) for a in answers]
         elif not messages:
             found = [f"{row['sample_id']}: no messages"]
+        elif row.get("kind") == "rl":
+            found = [_prompt_only(tokenizer, messages, row["sample_id"])]
         elif tools is not None:
             found = [_last_assistant(tokenizer, messages, row["sample_id"], tools)]
         else:

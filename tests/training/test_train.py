@@ -230,14 +230,14 @@ def test_train_sft_job_runs_from_dagster(
 ) -> None:
     import dagster as dg
 
-    from ptfactory.assets.resources import FactoryResource
+    from ptfactory.assets.resources import factory_resources
     from ptfactory.pipelines.definitions import defs
 
     job = defs.resolve_job_def("train_sft")
     with dg.DagsterInstance.ephemeral() as instance:
         result = job.execute_in_process(
             instance=instance,
-            resources={"factory": FactoryResource(config_path=str(tmp_path / "none.yaml"), home=str(home))},
+            resources=factory_resources(str(tmp_path / "none.yaml"), str(home)),
             run_config={
                 "ops": {
                     "train_sft_op": {
@@ -295,3 +295,25 @@ def test_fifty_sft_steps_on_one_gpu(published: DatasetStore, smollm2: Path, tmp_
     print(f"tokens/s: {result.metrics.get('tokens_per_s')}, steps/s: {result.metrics['steps_per_s']}")
     assert result.metrics["steps"] == 50
     assert result.metrics["train_loss_after"] < result.metrics["train_loss_before"]
+
+
+def test_train_layers_trains_only_the_last_layers(
+    published: DatasetStore, tiny_model: Path, tmp_path: Path
+) -> None:
+    before = _weights(tiny_model)
+    config = TrainConfig(
+        kind="sft",
+        dataset="sft@v1",
+        model=str(tiny_model),
+        output=str(tmp_path / "top"),
+        max_steps=2,
+        learning_rate=5e-3,
+        batch_size=8,
+        max_length=128,
+        eval_loss=False,
+        train_layers=1,
+    )
+    train(config, published, say=lambda _: None)
+    after = _weights(tmp_path / "top")
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert moved and all(k.startswith(("model.layers.1.", "model.norm.")) for k in moved), sorted(moved)
