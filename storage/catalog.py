@@ -43,6 +43,9 @@ CREATE TABLE IF NOT EXISTS aliases (
 CREATE TABLE IF NOT EXISTS training_runs (
     run_id TEXT PRIMARY KEY, kind TEXT, dataset TEXT, version INTEGER, manifest_sha256 TEXT,
     model TEXT, output_dir TEXT, config TEXT, metrics TEXT, created_at TEXT);
+CREATE TABLE IF NOT EXISTS evaluations (
+    run_id TEXT PRIMARY KEY, model TEXT, checkpoint TEXT, training_run_id TEXT, dataset TEXT,
+    version INTEGER, tasks TEXT, success_rate DOUBLE, summary TEXT, report TEXT, created_at TEXT);
 """
 
 

@@ -37,13 +37,13 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ptfactory.errors import PublishError
 from ptfactory.storage.manifest import MANIFEST_FILE, Manifest, render_card
 from ptfactory.storage.objectstore import ObjectOps, object_ops
 from ptfactory.storage.refs import VERSION_RE
+from ptfactory.storage.seams import SEAM_ENV, seam  # a test stops a publish at a named point
 from ptfactory.storage.shards import ShardInfo
 from ptfactory.storage.staging import (
     PublishResult,
@@ -64,8 +64,6 @@ STAGING_DIR = ".staging"
 CLAIMS_DIR = ".claims"
 CLAIM_RE = re.compile(r"^v([1-9][0-9]*)(\.abandoned)?\.json$")
 CARD_FILE = "README.md"
-# Test seam: stop a publish at a named point so tests can race two publishers or kill one there.
-SEAM_ENV = "PTF_TEST_PUBLISH_SEAM"
 _MAX_CLAIMS = 1000
 _MAX_REBASES = 20
 _SETTLE_S = 120.0  # how long a change waits for a version claimed below it to commit
@@ -118,34 +116,6 @@ def owner_record(**extra: Any) -> bytes:
         **extra,
     }
     return (json.dumps(body, indent=2) + "\n").encode()
-
-
-def seam(point: str) -> None:
-    """If ``PTF_TEST_PUBLISH_SEAM`` names ``point``, stop here (tests only).
-
-    The variable is JSON: ``{"point": "staged" | "staging:<split>" | "copied:<k>", "dir": DIR}``
-    plus ``"parties": n`` (a barrier: wait until n publishers arrived), ``"raise": true`` (fail
-    here), or neither (wait until ``DIR/release`` exists; a test may kill the publisher meanwhile).
-    Arriving writes ``DIR/arrived-<pid>``.
-    """
-    raw = os.environ.get(SEAM_ENV)
-    if not raw:
-        return
-    spec = json.loads(raw)
-    if spec.get("point") != point:
-        return
-    folder = Path(spec["dir"])
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"arrived-{os.getpid()}").touch()
-    if spec.get("raise"):
-        raise PublishError(f"test seam {SEAM_ENV}: publish failed on purpose at {point}")
-    parties = int(spec.get("parties", 0))
-    deadline = time.monotonic() + float(spec.get("timeout", 120))
-    while time.monotonic() < deadline:
-        if (len(list(folder.glob("arrived-*"))) >= parties) if parties else (folder / "release").exists():
-            return
-        time.sleep(0.01)
-    raise PublishError(f"test seam {SEAM_ENV}: nothing released {point} in time")
 
 
 class _Taken(Exception):

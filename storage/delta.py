@@ -34,14 +34,10 @@ from ptfactory.storage.fs import Store
 from ptfactory.storage.manifest import Manifest
 from ptfactory.storage.refs import check_name
 from ptfactory.storage.schema import SAMPLE_SCHEMA, conform, validate_table
-from ptfactory.storage.staging import Place, PublishRequest, StagedShards, Stats
+from ptfactory.storage.staging import BaseMoved, Place, PublishRequest, StagedShards, Stats, check_base
 from ptfactory.storage.touched import apply, merged, plan
 
 __all__ = ["BaseMoved", "DeltaRequest"]
-
-
-class BaseMoved(PublishError):
-    """The change was computed over a version that is no longer the latest: compute it again."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +47,7 @@ class DeltaRequest:
     name: str
     upserts: dict[str, pa.Table]
     removed: frozenset[str]
-    base: int | None  # the version the change was computed over (None: whatever is latest)
+    base: int | None  # the version the change was computed over (0: none; None: whatever is latest)
     kind: str
     config_hash: str
     shard_rows: int
@@ -137,12 +133,7 @@ class DeltaRequest:
         place: Place | None,
         after_split: Callable[[str], None] | None = None,
     ) -> StagedShards:
-        if self.base is not None and (parent is None or parent.version != self.base):
-            now = f"v{parent.version}" if parent is not None else "no version"
-            raise BaseMoved(
-                f"{self.name}: the change was computed over v{self.base} but the latest is {now}; "
-                "compute it again over the latest version"
-            )
+        check_base(self.name, self.base, parent)
         if parent is None or parent_dir is None:  # a first version: the upserts are the whole table
             first = self.upserts or {"train": SAMPLE_SCHEMA.empty_table()}
             return self._full(first, store, work, place=place, after_split=after_split, parent=None)

@@ -13,6 +13,7 @@ shape                 columns                                                   
                       assistant messages); the repo's own ``messages`` + ``chosen`` +
                       ``rejected`` too
 ``implicit-prompt``   ``chosen``, ``rejected``: whole conversations sharing the prompt   preference
+``prompt-answer``     ``prompt`` (text or messages), ``answer`` (the reference answer)   rl
 ``records``           ``messages`` plus any sample-record column (``sample_id``,          per row
                       ``batch``, ``kind``, ``provenance``, ``scores``, ``decisions``...)
 ====================  =================================================================  ==========
@@ -42,12 +43,13 @@ from ptfactory.version import code_version
 
 __all__ = ["DATASET_KINDS", "Shape", "columns_of", "detect_shape", "import_table", "read_file"]
 
-DATASET_KINDS = ("sft", "preference")
-_ROW_KINDS = {"sft": ("sft", "code"), "preference": ("preference",)}
+DATASET_KINDS = ("sft", "preference", "rl")
+_ROW_KINDS = {"sft": ("sft", "code"), "preference": ("preference",), "rl": ("rl",)}
 _RECORD_ONLY = ("sample_id", "batch", "kind", "provenance", "scores", "decisions", "annotation")
 _ACCEPTED = (
     "TRL `messages` (sft), `prompt`+`completion` (sft), `prompt`+`chosen`+`rejected` or "
-    "`chosen`+`rejected` (preference), or sample records (`messages` with sample_id, batch, kind, ...)"
+    "`chosen`+`rejected` (preference), `prompt`+`answer` (rl), or sample records (`messages` with "
+    "sample_id, batch, kind, ...)"
 )
 
 
@@ -85,6 +87,8 @@ def detect_shape(columns: Sequence[str], source: str = "the table") -> Shape:
         return shape("messages", "sft", ["messages"])
     if {"prompt", "completion"} <= cols:
         return shape("prompt-completion", "sft", ["prompt", "completion"])
+    if {"prompt", "answer"} <= cols:
+        return shape("prompt-answer", "rl", ["prompt", "answer"])
     raise UserInputError(
         f"{source} fits no accepted shape: its columns are {', '.join(columns) or 'none'}; accepted: {_ACCEPTED}"
     )
@@ -149,6 +153,21 @@ def _ends_with_answer(messages: list[dict[str, str]], kind: str) -> None:
         )
 
 
+def _verifiable(fields: Mapping[str, Any]) -> None:
+    """An rl row is a prompt a verifier can check: a reference (answer, procedural family or
+    constraints) or tests with an entry point."""
+    if fields["messages"][-1]["role"] == "assistant":
+        raise _RowError("'messages' ends with an assistant turn; an rl row is the prompt, without an answer")
+    reference = fields.get("reference") or {}
+    has_reference = isinstance(reference, Mapping) and any(
+        reference.get(k) for k in ("answer", "family", "constraints")
+    )
+    if not has_reference and not (fields.get("tests") and fields.get("entry_point")):
+        raise _RowError(
+            "an rl row needs 'reference' (answer, family or constraints) or 'tests' and 'entry_point'"
+        )
+
+
 def _prompt(value: Any, field: str) -> list[dict[str, str]]:
     turns = _turns(value, field, text_role="user")
     if turns[-1]["role"] == "assistant":
@@ -182,6 +201,14 @@ def _content(row: Mapping[str, Any], shape: Shape) -> tuple[str, dict[str, Any]]
     if shape.name == "prompt-completion":
         completion = _turns(row.get("completion"), "completion", text_role="assistant", only="assistant")
         return "sft", {"messages": _prompt(row.get("prompt"), "prompt") + completion}
+    if shape.name == "prompt-answer":
+        answer = row.get("answer")
+        if isinstance(answer, int | float) and not isinstance(answer, bool):
+            answer = str(answer)
+        if not isinstance(answer, str) or not answer.strip():
+            raise _RowError("'answer' is empty or not text; an rl row needs the reference answer")
+        reference = {"answer": answer.strip(), "source": "column:answer"}
+        return "rl", {"messages": _prompt(row.get("prompt"), "prompt"), "reference": reference}
     if shape.name == "implicit-prompt":
         prompt, chosen, rejected = _split_implicit(row.get("chosen"), row.get("rejected"))
     else:
@@ -203,10 +230,14 @@ def _record(row: Mapping[str, Any], kind: str | None) -> tuple[str, dict[str, An
             fields[name] = _turns(row.get(name), name, only="assistant")
     row_kind = fields.get("kind")
     if row_kind is None:
-        row_kind = "preference" if "chosen" in fields or kind == "preference" else "sft"
-    if row_kind not in ("sft", "code", "preference"):
-        raise _RowError(f"'kind' is {row_kind!r}; allowed: sft, code, preference")
-    if row_kind != "preference":
+        row_kind = (
+            "preference" if "chosen" in fields or kind == "preference" else "rl" if kind == "rl" else "sft"
+        )
+    if row_kind not in ("sft", "code", "preference", "rl"):
+        raise _RowError(f"'kind' is {row_kind!r}; allowed: sft, code, preference, rl")
+    if row_kind == "rl":
+        _verifiable(fields)
+    elif row_kind != "preference":
         _ends_with_answer(fields["messages"], str(row_kind))
     return str(row_kind), fields
 

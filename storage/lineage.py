@@ -14,7 +14,7 @@ from ptfactory.storage.assetstore import AssetStore
 from ptfactory.storage.retract import retractions_of
 from ptfactory.storage.versions import DatasetStore
 
-__all__ = ["lineage"]
+__all__ = ["evaluations_of", "lineage"]
 
 _MIN_PREFIX = 6
 
@@ -54,6 +54,39 @@ def _scan(assets: AssetStore, path: str, expr: pc.Expression, columns: list[str]
     return dataset.to_table(filter=expr, columns=columns)
 
 
+def evaluations_of(datasets: DatasetStore, name: str, version: int) -> list[dict[str, Any]]:
+    """The evaluations (``ptf eval``) of models trained on ``name`` vN, oldest first."""
+    import json
+
+    exists = "SELECT count(*) FROM information_schema.tables WHERE table_name = 'evaluations'"
+    if datasets.catalog.query(exists) in ([], [(0,)]):  # a catalog from before evaluations
+        return []
+    found = datasets.catalog.query(
+        "SELECT run_id, model, checkpoint, training_run_id, tasks, success_rate, summary, report, created_at "
+        "FROM evaluations WHERE dataset = ? AND version = ? ORDER BY created_at",
+        [name, version],
+    )
+    out = []
+    for run_id, model, checkpoint, training, tasks, rate, summary, report, created in found:
+        overall = json.loads(summary or "{}")
+        out.append(
+            {
+                "run_id": run_id,
+                "model": model,
+                "checkpoint": checkpoint,
+                "training_run_id": training,
+                "dataset": name,
+                "version": version,
+                "tasks": json.loads(tasks or "[]"),
+                "success_rate": rate,
+                "ci95": overall.get("ci95"),
+                "report": report,
+                "created_at": created,
+            }
+        )
+    return out
+
+
 def lineage(sample_id: str, datasets: DatasetStore, assets: AssetStore) -> dict[str, Any]:
     """The whole story of one sample, as plain data (the CLI renders it or prints JSON)."""
     datasets.sync_catalog()
@@ -90,9 +123,12 @@ def lineage(sample_id: str, datasets: DatasetStore, assets: AssetStore) -> dict[
     batches = {r["batch"] for r in [record, *(s["row"] for s in stages)] if r and r.get("batch")}
     kind = (record or {}).get("kind")
     retractions = retractions_of(datasets, sid, placements, batches, kind)
+    seen = sorted({(p["dataset"], p["version"]) for p in placements})
+    evaluations = [e for name, version in seen for e in evaluations_of(datasets, name, version)]
     return {
         "sample_id": sid,
         "versions": placements,
+        "evaluations": evaluations,
         "stages": stages,
         "record": record,
         "retractions": retractions,

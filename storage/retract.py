@@ -20,15 +20,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ptfactory.errors import UserInputError
+from ptfactory.errors import PublishError, UserInputError
 from ptfactory.storage.jsonl import json_objects
 from ptfactory.storage.stats import table_stats
-from ptfactory.storage.versions import DatasetStore, PublishResult
+from ptfactory.storage.versions import BaseMoved, DatasetStore, PublishResult
 
 __all__ = ["Retracted", "read_sample_ids", "retract", "retracted", "retractions_of"]
 
 # which row kinds a dataset of each kind holds (assemble_sft takes sft and code rows)
 _ROW_KINDS = {"sft": ("sft", "code"), "preference": ("preference",)}
+_TRIES = 20
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,13 @@ class Retracted:
 
     def __bool__(self) -> bool:
         return bool(self.batches or self.sample_ids)
+
+    def leave_out(self, table: pa.Table) -> tuple[pa.Table, int]:
+        """``table`` without its retracted rows, and how many that was."""
+        if not self:
+            return table, 0
+        kept = table.filter(pc.invert(self.mask(table)))
+        return kept, table.num_rows - kept.num_rows
 
     def mask(self, table: pa.Table) -> pa.Array:
         """True where a row is retracted: its ``batch`` or its ``sample_id`` was taken out.
@@ -121,6 +129,19 @@ def retract(
         raise UserInputError("say what to retract: --batch B (repeatable) and/or --samples FILE")
     if not reason.strip():
         raise UserInputError("say why: --reason TEXT is recorded in the manifest and shown by `ptf lineage`")
+    for _ in range(_TRIES):
+        try:
+            return _retract_from_latest(datasets, ref, batches, sample_ids, reason=reason, by=by)
+        except BaseMoved:
+            # another version landed between the read and the publish: retract from it instead (a
+            # ref naming the old version by number is now refused as not the latest)
+            continue
+    raise PublishError(f"{ref}: new versions kept landing while the retraction was made; run it again")
+
+
+def _retract_from_latest(
+    datasets: DatasetStore, ref: str, batches: list[str], sample_ids: list[str], *, reason: str, by: str
+) -> PublishResult:
     manifest = datasets.resolve(ref)
     latest = datasets.versions(manifest.name)[-1]
     if manifest.version != latest:
@@ -170,6 +191,7 @@ def retract(
         shard_rows=max([s.rows for s in manifest.shards] + [1]),
         audit=None,
         retraction=record,
+        base=manifest.version,  # published over exactly the version read, or not at all
     )
 
 

@@ -28,6 +28,7 @@ from ptfactory.storage.stats import table_stats
 from ptfactory.version import code_version
 
 __all__ = [
+    "BaseMoved",
     "Place",
     "PublishRequest",
     "PublishResult",
@@ -38,6 +39,7 @@ __all__ = [
     "audit_staged",
     "batches_of",
     "build_manifest",
+    "check_base",
     "same_as",
     "write_splits",
 ]
@@ -47,6 +49,25 @@ Place = Callable[[ShardInfo, str], None]
 # What a caller adds to a manifest's stats: a mapping, or a function of the stats computed over the
 # version's rows (so a delta publish, which never sees every row, can derive them the same way)
 Stats = Mapping[str, Any] | Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+class BaseMoved(PublishError):
+    """The rows were computed over a version that is no longer the latest: compute them again."""
+
+
+def check_base(name: str, base: int | None, parent: Manifest | None) -> None:
+    """Raise :class:`BaseMoved` unless ``parent`` (the latest, read under the publish lock or settled
+    below the claim) is ``base``: the version the rows were computed over (0: none yet; None: any)."""
+    if base is None:
+        return
+    now = parent.version if parent is not None else 0
+    if now != base:
+        computed = f"v{base}" if base else "no version"
+        latest = f"v{now}" if now else "no version"
+        raise BaseMoved(
+            f"{name}: the rows were computed over {computed} but the latest is {latest}; "
+            "compute them again over the latest version"
+        )
 
 
 class Request(Protocol):
@@ -111,6 +132,7 @@ class PublishRequest:
     audit: Audit | None
     retraction: dict[str, Any] | None
     reuse: bool = True  # False: rewrite every shard even when the parent holds it (benchmarks)
+    base: int | None = None  # the latest version when the rows were read (0: none; None: unchecked)
 
     @classmethod
     def prepare(
@@ -129,6 +151,7 @@ class PublishRequest:
         audit: Audit | None,
         retraction: Mapping[str, Any] | None,
         reuse: bool = True,
+        base: int | None = None,
     ) -> PublishRequest:
         check_name(name)
         named = {"train": splits} if isinstance(splits, pa.Table) else dict(splits)
@@ -158,6 +181,7 @@ class PublishRequest:
             audit=audit,
             retraction=dict(retraction) if retraction else None,
             reuse=reuse,
+            base=base,
         )
 
     @property
@@ -166,7 +190,8 @@ class PublishRequest:
 
     @property
     def over_base(self) -> bool:
-        return False  # every row is in hand: the table is the version, whatever came before
+        # every row is in hand, but a table read from a base must not land over a newer version
+        return self.base is not None
 
     def stage(
         self,
@@ -179,6 +204,7 @@ class PublishRequest:
         after_split: Callable[[str], None] | None = None,
     ) -> StagedShards:
         del parent_dir  # every row is in hand: nothing of the parent is read
+        check_base(self.name, self.base, parent)
         return write_splits(self, store, work, after_split, parent=parent, place=place)
 
 

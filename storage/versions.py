@@ -35,6 +35,7 @@ from ptfactory.storage.manifest import MANIFEST_FILE, Manifest, render_card
 from ptfactory.storage.objectstore import object_ops
 from ptfactory.storage.refs import NAME_RE, VERSION_RE, parse_ref
 from ptfactory.storage.register import rows_added_removed, sample_index
+from ptfactory.storage.seams import BEFORE_PUBLISH, pause
 from ptfactory.storage.shards import ShardInfo, read_shard, verify_shard
 from ptfactory.storage.staging import (
     PublishRequest,
@@ -82,6 +83,11 @@ class DatasetStore:
             if match and self.store.exists(self.store.path(name, entry, MANIFEST_FILE)):
                 found.append(int(match.group(1)))
         return sorted(found)
+
+    def latest(self, name: str) -> int:
+        """The latest version's number; 0 when ``name`` has none."""
+        versions = self.versions(name)
+        return versions[-1] if versions else 0
 
     def manifest(self, name: str, version: int) -> Manifest:
         path = self.store.path(name, f"v{version}", MANIFEST_FILE)
@@ -178,6 +184,7 @@ class DatasetStore:
         audit: Audit | None = None,
         retraction: Mapping[str, Any] | None = None,
         reuse: bool = True,
+        base: int | None = None,
     ) -> PublishResult:
         """Publish a new version; a no-op (``created=False``) when nothing changed, unless ``force``.
 
@@ -196,6 +203,11 @@ class DatasetStore:
 
         On an object store the version is staged, claimed and committed with conditional creates
         (``storage.commit``), so publishers on many machines never share a version number.
+
+        ``base``: the latest version when the rows were read (0: none yet). If another is latest by
+        the time the publish holds the lock (on an object store: is settled below its claim),
+        :class:`BaseMoved` is raised and nothing published: a table made from an older version
+        would silently undo what the newer one changed (a retraction, another run's batch).
         """
         request = PublishRequest.prepare(
             name,
@@ -211,6 +223,7 @@ class DatasetStore:
             audit=audit,
             retraction=retraction,
             reuse=reuse,
+            base=base,
         )
         return self._publish(request)
 
@@ -236,8 +249,8 @@ class DatasetStore:
         audit cover the buckets the change falls in, not the version (``storage.delta``).
 
         The result is exactly the version :meth:`publish` makes of the merged table (same shards,
-        sha256, stats). ``base``: the version the change was computed over; if another is latest by
-        then, :class:`BaseMoved` is raised and nothing published. ``batches`` None lists the batches
+        sha256, stats). ``base``: the version the change was computed over (0: none); if another is
+        latest by then, :class:`BaseMoved` is raised and nothing published. ``batches`` None lists the batches
         of the version's rows. No latest version: the upserts are published as the first.
         """
         request = DeltaRequest.prepare(
@@ -258,6 +271,7 @@ class DatasetStore:
         return self._publish(request)
 
     def _publish(self, request: Request) -> PublishResult:
+        pause(BEFORE_PUBLISH, request.name)  # tests: hold a publisher between its reads and the lock
         if not self.store.local:
             return publish_to_object_store(self, request)
         with self._lock(request.name):

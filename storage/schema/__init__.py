@@ -9,12 +9,12 @@ record". Stages never drop rows from their output: a dropped row carries a
 ==========  ==============================================================
 module      holds
 ==========  ==============================================================
-``record``  the Arrow types (``SAMPLE_SCHEMA``, schema 2, and its structs), kinds, roles, verdicts
+``record``  the Arrow types (``SAMPLE_SCHEMA``, schema 3, and its structs), kinds, roles, verdicts
 ``ids``     ``sample_id``, the stable content hash
 ``checks``  ``from_records``, ``conform``, ``validate_table``
 ``trail``   the decisions trail and scores: ``add_decision``, ``dropped_mask``, ``set_score``
 ``text``    what a row says: ``row_texts``, ``prompt_of``, ``response_of``
-``review``  where a row stands with review: ``awaiting_review``, ``is_waiting``, ``latest_copies``
+``review``  where a row stands with review: ``awaiting_review``, ``is_waiting``, ``pending_review``
 ==========  ==============================================================
 """
 
@@ -34,6 +34,7 @@ from ptfactory.storage.schema.record import (
     MESSAGES,
     OUTCOME,
     PROVENANCE,
+    REFERENCE,
     ROLES,
     SAMPLE_SCHEMA,
     SCHEMA_VERSION,
@@ -42,13 +43,14 @@ from ptfactory.storage.schema.record import (
     STEP_LABEL,
     TOOL_CALL,
     VERDICTS,
+    VERIFIER_OUTCOMES,
+    VERIFIER_VOTE,
 )
 from ptfactory.storage.schema.review import (
     AUDIT_REASON,
     audited_verdict,
     awaiting_review,
     is_waiting,
-    latest_copies,
     pending_review,
 )
 from ptfactory.storage.schema.text import prompt_of, response_of, row_texts, turn_text
@@ -69,6 +71,7 @@ __all__ = [
     "MESSAGE_V1",
     "OUTCOME",
     "PROVENANCE",
+    "REFERENCE",
     "ROLES",
     "SAMPLE_SCHEMA",
     "SCHEMA_VERSION",
@@ -77,6 +80,8 @@ __all__ = [
     "STEP_LABEL",
     "TOOL_CALL",
     "VERDICTS",
+    "VERIFIER_OUTCOMES",
+    "VERIFIER_VOTE",
     "add_decision",
     "audited_verdict",
     "awaiting_review",
@@ -85,7 +90,6 @@ __all__ = [
     "empty_table",
     "from_records",
     "is_waiting",
-    "latest_copies",
     "live_rows",
     "pending_review",
     "prompt_of",

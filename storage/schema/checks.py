@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ptfactory.errors import SchemaError
-from ptfactory.storage.schema.record import KINDS, ROLES, SAMPLE_SCHEMA, VERDICTS
+from ptfactory.storage.schema.record import KINDS, ROLES, SAMPLE_SCHEMA, VERDICTS, VERIFIER_OUTCOMES
 
 __all__ = ["conform", "empty_table", "from_records", "validate_table"]
 
@@ -155,6 +155,8 @@ def validate_table(table: pa.Table) -> None:
                     f"a decision has an empty {sub!r}; every decision names its stage and reason",
                 )
 
+    _validate_verifiers(table, fail)
+
     ids = table.column("sample_id")
     if pc.count_distinct(ids).as_py() != table.num_rows:
         counts = pc.value_counts(ids)
@@ -222,4 +224,27 @@ def _validate_agent(table: pa.Table, kind: pa.ChunkedArray, fail: Any) -> None:
             row,
             f"step label {flat[bad_el].as_py()} names no step of the row or has no label; "
             f"steps are 0..{steps[bad_el].as_py() - 1}",
+        )
+
+
+def _validate_verifiers(table: pa.Table, fail: Any) -> None:
+    """Schema 3: each ``scores.verifiers`` vote names its verifier and has a known verdict."""
+    scores = table.column("scores")
+    if scores.null_count == len(scores):
+        return
+    votes = pc.struct_field(scores, "verifiers")
+    flat = pc.list_flatten(votes)
+    if not len(flat):
+        return
+    verdict = pc.struct_field(flat, "verdict")
+    bad_el = _first_true(pc.invert(pc.is_in(verdict, value_set=pa.array(VERIFIER_OUTCOMES))))
+    if bad_el is None:
+        names = pc.struct_field(flat, "verifier")
+        bad_el = _first_true(pc.or_kleene(pc.is_null(names), pc.equal(pc.utf8_length(names), 0)))
+    if bad_el is not None:
+        row = _row_of_element(votes, bad_el)
+        fail(
+            row,
+            f"verifier vote {flat[bad_el].as_py()['verifier']!r} has verdict {verdict[bad_el].as_py()!r}; "
+            f"every vote names its verifier and a verdict among {', '.join(VERIFIER_OUTCOMES)}",
         )

@@ -1,5 +1,17 @@
 """The sample record's Arrow types: one schema every stage reads and writes (DESIGN.md).
 
+Schema 3 (``sample/3``) makes rows verifiable: a top-level ``reference`` (what a verifier checks a
+response against: the reference ``answer`` and its ``source``, a procedural task's ``family`` and
+generator ``metadata`` as JSON, IFEval-style ``constraints`` as JSON; null on rows with none, e.g.
+rows derived by self-instruct or evol-instruct), ``scores.verifiers`` (one element per verifier
+that applied: its name, kind, verdict, reason, score, partial credit, whether the verdict is final,
+and its evidence as canonical JSON; see :mod:`ptfactory.filters.verify`), ``scores.judge_votes``
+(the independent votes that counted on the row's batch: what the two-vote rule of routing reads;
+:mod:`ptfactory.annotators.judges.panel`), and kind ``rl``
+(verifiable prompts for reinforcement learning). A schema-2 table is a schema-3 table with those
+fields null: :func:`~ptfactory.storage.schema.checks.conform` lifts it, the ``sample_id`` of each row unchanged
+(neither new field is content: a reference labels a row, it does not change what the row says).
+
 Schema 2 (``sample/2``) adds agent trajectories to schema 1 (``sample/1``): a message may carry
 assistant ``tool_calls`` (OpenAI form: id, type, function name and JSON ``arguments``) or be a
 ``tool`` message answering one (``tool_call_id``, ``name``); new columns ``tools`` (the JSON-schema
@@ -28,6 +40,7 @@ __all__ = [
     "MESSAGE_V1",
     "OUTCOME",
     "PROVENANCE",
+    "REFERENCE",
     "ROLES",
     "SAMPLE_SCHEMA",
     "SCHEMA_VERSION",
@@ -36,13 +49,17 @@ __all__ = [
     "STEP_LABEL",
     "TOOL_CALL",
     "VERDICTS",
+    "VERIFIER_OUTCOMES",
+    "VERIFIER_VOTE",
 ]
 
-SCHEMA_VERSION = 2
-KINDS = ("sft", "preference", "code", "agent")
+SCHEMA_VERSION = 3
+KINDS = ("sft", "preference", "code", "agent", "rl")
 ROLES = ("system", "user", "assistant", "tool")
 # keep/drop end a row's fate at a stage; route/accept/reject belong to review.
 VERDICTS = ("keep", "drop", "route", "accept", "reject", "wait", "edit")
+# a verifier's verdict on a row (filters/verify/base.py: OUTCOMES)
+VERIFIER_OUTCOMES = ("pass", "fail", "partial", "no_answer", "abstain")
 
 MESSAGE_V1 = pa.struct([("role", pa.string()), ("content", pa.string())])
 TOOL_CALL = pa.struct(
@@ -113,6 +130,21 @@ JUDGE_VOTE = pa.struct(
         ("parsed", pa.bool_()),
         ("method", pa.string()),  # json | probability | embedding | execution | unparsed
         ("confidence", pa.float64()),  # 0-1: 1 - normalised entropy of a probability vote
+        # schema 3: the judge's identity key (model, engine, method, prompt): calibration fits a
+        # judge only on votes of its current identity (annotators/judges/identity.py)
+        ("identity", pa.string()),
+    ]
+)
+VERIFIER_VOTE = pa.struct(
+    [
+        ("verifier", pa.string()),  # its name in the panel
+        ("kind", pa.string()),  # code | answer | procedural | constraints | agent
+        ("verdict", pa.string()),  # pass | fail | partial | no_answer | abstain
+        ("reason", pa.string()),  # snake_case: tests_passed, wrong_answer, math_verify_timeout...
+        ("score", pa.float64()),  # 1 pass, 0 fail/partial/no_answer, null abstain
+        ("partial", pa.float64()),  # part credit 0-1 (assertions, constraints held): never a pass
+        ("final", pa.bool_()),  # a fail: never auto-accepted, never a `chosen` answer
+        ("evidence", pa.string()),  # canonical JSON: extracted vs expected, failed checks, output
     ]
 )
 SCORES = pa.struct(
@@ -125,8 +157,27 @@ SCORES = pa.struct(
         ("judge_median", pa.float64()),
         ("judge_spread", pa.float64()),
         ("judge_confidence", pa.float64()),  # mean confidence of the counted LLM votes
+        ("verifiers", pa.list_(VERIFIER_VOTE)),  # schema 3
+        # schema 3: independent votes that counted on the batch (weight > 0, not constant; one per
+        # judge family and method, one per verifier evidence): auto-accept needs two
+        ("judge_votes", pa.int32()),
     ]
 )
+REFERENCE = pa.struct(
+    [
+        ("answer", pa.string()),  # the reference's final answer (extracted), or a procedural oracle's
+        ("source", pa.string()),  # answer | response | procedural | column:<name>
+        ("family", pa.string()),  # a procedural task's reasoning-gym dataset
+        ("metadata", pa.string()),  # canonical JSON: the generator's metadata, intact (its scorer reads it)
+        ("constraints", pa.string()),  # canonical JSON: the constraint specs (filters/verify/constraints.py)
+    ]
+)
+# The clean-data stages' decisions (docs/clean-data.md), their detail canonical JSON:
+# - privacy: keep/redacted, drop/personal_data, route/personal_data or route/redaction_breaks_code,
+#   detail {"<TYPE>": count, ...} (types and counts, never a value);
+# - semantic_dedup: drop/semantic_duplicate {"of": <kept sample id>, "similarity": s[, "published": true]},
+#   keep/semantic_representative {"merged": n};
+# - decontaminate: drop/contaminated {"benchmark", "item", "ngram", "shared"}, keep/clean.
 DECISION = pa.struct(
     [
         ("stage", pa.string()),
@@ -220,6 +271,7 @@ SAMPLE_SCHEMA = pa.schema(
         pa.field("steps", pa.list_(STEP)),
         pa.field("outcome", OUTCOME),
         pa.field("step_labels", pa.list_(STEP_LABEL)),
+        pa.field("reference", REFERENCE),  # schema 3
     ],
     metadata={"ptfactory.schema": f"sample/{SCHEMA_VERSION}"},
 )

@@ -11,11 +11,9 @@ decided. Only the last decision of these two stages tells where a row stands:
 Apart from review, ``budget_exhausted_mask``: rows a stage could not finish within the run's budget,
 or held back from a batch that stopped at its budget (a ``drop``: never published; a rerun finishes them).
 
-A row that waits in batch A and gets a review slot from a later batch C's budget is stored twice:
-in A's ``routed_samples`` (still ``wait``: an asset never rewrites another partition) and in C's
-(the same row, its trail one decision longer). :func:`latest_copies` keeps, per (sample_id,
-origin batch), the copy with the longest trail, so a reader of every batch sees each row once, in
-its newest state.
+A row that waits in batch A and gets a review slot from a later batch C's budget is not copied
+anywhere: the review queue (``annotators/review_queue.py``) records its new decision on the row,
+and curation takes a row's state from the queue, so each row has one copy.
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ __all__ = [
     "awaiting_review",
     "budget_exhausted_mask",
     "is_waiting",
-    "latest_copies",
     "pending_review",
     "review_masks",
 ]
@@ -119,28 +116,3 @@ def review_masks(table: pa.Table) -> tuple[np.ndarray[Any, Any], np.ndarray[Any,
     awaiting[rows] = routed & pc.equal(verdict, "route").fill_null(False).to_numpy(False)
     waiting[rows] = routed & pc.equal(verdict, "wait").fill_null(False).to_numpy(False)
     return awaiting, waiting
-
-
-def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray[Any, Any]:
-    """An integer per distinct value (null: -1): keys compared as numbers."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    encoded = pc.dictionary_encode(array)
-    codes: np.ndarray[Any, Any] = encoded.indices.fill_null(-1).to_numpy(False).astype(np.int64)
-    return codes
-
-
-def latest_copies(table: pa.Table) -> pa.Table:
-    """Each (sample_id, batch) once: the copy with the longest decisions trail (ties: the first)."""
-    if table.num_rows == 0:
-        return table
-    ids, batches = _codes(table.column("sample_id")), _codes(table.column("batch"))
-    lengths = pc.fill_null(pc.list_value_length(table.column("decisions")), 0)
-    length = np.asarray(lengths.to_numpy(False), np.int64)
-    index = np.arange(table.num_rows, dtype=np.int64)
-    # per key, the longest trail first and, among equals, the first copy
-    order = np.lexsort((index, -length, batches, ids))
-    key_ids, key_batches = ids[order], batches[order]
-    first = np.append(True, (key_ids[1:] != key_ids[:-1]) | (key_batches[1:] != key_batches[:-1]))
-    if first.all():
-        return table
-    return table.take(pa.array(np.sort(order[first]), pa.int64()))

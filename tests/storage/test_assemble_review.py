@@ -1,5 +1,5 @@
 """Assembly leaves out every row no expert decided yet, through the one shared predicate, and
-counts a row copied into a later batch's routing once, in its newest state."""
+publishes a row promoted by a later batch's review budget from its own batch, once."""
 
 from __future__ import annotations
 
@@ -45,13 +45,20 @@ def test_pending_rows_are_left_out_and_counted() -> None:
     assert assembled.skipped == {"dropped_upstream": 1, "awaiting_review": 3}
 
 
-def test_a_promoted_copy_supersedes_its_waiting_original() -> None:
-    waiting = _row(1, "b1", WAIT)
-    promoted = _row(1, "b1", WAIT, ROUTE, ACCEPT)  # b2's copy, curated
+def test_a_promoted_row_is_decided_on_itself_and_published_once() -> None:
+    # the review queue records a later batch's slot and the expert's label on the waiting row itself
+    # (no copy in b2), and b2's routed copy of a sample b1 already queued is dropped: one copy each
+    promoted = _row(1, "b1", WAIT, ROUTE, ACCEPT)
+    queued_elsewhere = _row(1, "b2", ("route", "drop", "already_queued"))
     later = _row(2, "b2", ("route", "accept", "auto_accept"))
-    assembled = assemble_sft(from_records([waiting, later, promoted]))
-    assert sorted(r["messages"][0]["content"] for r in assembled.table.to_pylist()) == ["q1", "q2"]
-    assert assembled.skipped == {}
+    assembled = assemble_sft(from_records([promoted, queued_elsewhere, later]))
+    rows = assembled.table.to_pylist()
+    assert sorted((r["messages"][0]["content"], r["batch"]) for r in rows) == [("q1", "b1"), ("q2", "b2")]
+    assert assembled.skipped == {"dropped_upstream": 1}
+    # still waiting in b1 (no slot yet): left out and counted, whatever b2 holds
+    waiting = assemble_sft(from_records([_row(1, "b1", WAIT), queued_elsewhere, later]))
+    assert [r["messages"][0]["content"] for r in waiting.table.to_pylist()] == ["q2"]
+    assert waiting.skipped == {"dropped_upstream": 1, "awaiting_review": 1}
     # the same content in two batches is still kept once, from the first batch
     again = _row(2, "b3", ("route", "accept", "auto_accept"))
     twice = assemble_sft(pa.concat_tables([from_records([later]), from_records([again])]))
