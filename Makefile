@@ -84,7 +84,9 @@ demo-setup: $(RUNTIME) labelstudio
 demo: demo-setup
 	env -u OMP_NUM_THREADS -u OMP_WAIT_POLICY scripts/demo.sh
 
+# the lower ends of pyproject's ranges still resolve together (pip --dry-run: metadata only)
 lint: setup
+	$(PY) scripts/check-lower-bounds.py
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports

@@ -24,31 +24,33 @@ import pyarrow as pa
 from ptfactory.assets.budget import budget_metadata, metered, stage_guard
 from ptfactory.assets.common import check_specs, counts_md, engine_metadata, preview_md, schema_check
 from ptfactory.assets.partitions import batch_partitions
-from ptfactory.assets.resources import FactoryResource
+from ptfactory.assets.pools import GPU_POOL
+from ptfactory.assets.resources.engines import EnginesResource
+from ptfactory.assets.resources.sandbox import SandboxResource
+from ptfactory.assets.resources.settings import SettingsResource
 from ptfactory.engines.budget import BudgetExhausted
 from ptfactory.generators.agent.record import complete_record, trajectory_table
 from ptfactory.generators.agent.tasks import AgentTask, read_tasks
-from ptfactory.home import project_root
 from ptfactory.storage.schema import empty_table
 
 _TASKS = pa.schema([("task_id", pa.string()), ("task", pa.string())])
 
 
-def _task_files(factory: FactoryResource) -> list[Path]:
-    base = Path(factory.config_path)
-    base = (base if base.is_absolute() else project_root() / base).parent
+def _task_files(settings: SettingsResource) -> list[Path]:
+    """``agent.tasks``, relative to the factory.yaml that names them (the batch's recorded one)."""
+    base = settings.config_dir
     return [
-        path if (path := Path(name)).is_absolute() else base / path for name in factory.config.agent.tasks
+        path if (path := Path(name)).is_absolute() else base / path for name in settings.config.agent.tasks
     ]
 
 
 @dg.asset(
     partitions_def=batch_partitions, group_name="agent", io_manager_key="samples_io", dagster_type=dg.Any
 )
-def agent_tasks(factory: FactoryResource) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
+def agent_tasks(settings: SettingsResource) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """The ``kind: agent`` tasks of factory.yaml's ``agent.tasks`` files, validated (a bad row fails
     the run naming file:line and field)."""
-    tasks = [task for path in _task_files(factory) for task in read_tasks(path)]
+    tasks = [task for path in _task_files(settings) for task in read_tasks(path)]
     ids = Counter(t.id for t in tasks)
     if repeated := [i for i, n in ids.items() if n > 1]:
         raise ValueError(f"agent task id {repeated[0]!r} appears in more than one row of agent.tasks")
@@ -57,34 +59,32 @@ def agent_tasks(factory: FactoryResource) -> dg.MaterializeResult:  # type: igno
         value=table,
         metadata={
             "dagster/row_count": dg.MetadataValue.int(table.num_rows),
-            "files": dg.MetadataValue.text(", ".join(factory.config.agent.tasks) or "none"),
+            "files": dg.MetadataValue.text(", ".join(settings.config.agent.tasks) or "none"),
         },
     )
 
 
 def _rollouts(
-    factory: FactoryResource, tasks: list[AgentTask], batch: str
+    settings: SettingsResource,
+    engines: EnginesResource,
+    sandbox: SandboxResource,
+    tasks: list[AgentTask],
+    batch: str,
 ) -> tuple[list[dict[str, Any]], Any]:
-    from ptfactory.filters.execution import open_sandbox
     from ptfactory.filters.execution.episode import EpisodePool
     from ptfactory.generators.agent.reference import ReferenceEngine
     from ptfactory.generators.agent.rollout import RolloutConfig, run_rollouts
 
-    settings, sandbox_settings = factory.config.agent, factory.config.sandbox
-    engine = factory.engine("generator")
-    episodes = len(tasks) * settings.rollouts
-    sandbox = open_sandbox(
-        sandbox_settings.limits(),
-        settings.live_episodes(episodes, sandbox_settings.workers),
-        sandbox_settings.backend,
-    )
-    pool = EpisodePool(sandbox, settings.command_policy())
+    agent, workers = settings.config.agent, settings.config.sandbox.workers
+    engine = engines.engine("generator")
+    episodes = len(tasks) * agent.rollouts
+    pool = EpisodePool(sandbox.local(agent.live_episodes(episodes, workers)), agent.command_policy())
     config = RolloutConfig(
-        rollouts=settings.rollouts,
-        temperature=settings.temperature,
-        max_tokens=settings.max_tokens,
-        seed=settings.seed,
-        max_steps=settings.max_steps,
+        rollouts=agent.rollouts,
+        temperature=agent.temperature,
+        max_tokens=agent.max_tokens,
+        seed=agent.seed,
+        max_steps=agent.max_steps,
         batch=batch,
     )
     try:
@@ -131,10 +131,15 @@ def _replay(rows: list[dict[str, Any]], pool: Any, share: float, batch: str) -> 
     io_manager_key="samples_io",
     dagster_type=dg.Any,
     kinds={"parquet", "docker"},
+    pool=GPU_POOL,  # the generator engine; its episodes run in sandbox containers of their own
     check_specs=check_specs("agent_trajectories", ["schema_valid"]),
 )
 def agent_trajectories(
-    context: dg.AssetExecutionContext, factory: FactoryResource, agent_tasks: pa.Table
+    context: dg.AssetExecutionContext,
+    settings: SettingsResource,
+    engines: EnginesResource,
+    sandbox: SandboxResource,
+    agent_tasks: pa.Table,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """Every task's rollouts as ``agent`` rows, a sample replayed (``not_reproducible`` dropped),
     difficulty by solve rate, and the ``sft`` and ``preference`` rows made of them."""
@@ -149,12 +154,12 @@ def agent_trajectories(
             metadata={"dagster/row_count": 0, "tasks": 0},
             check_results=[schema_check(table, "agent_trajectories")],
         )
-    engine = factory.engine("generator")
+    engine, price = engines.engine("generator"), engines.price_per_mtok("generator")
     before = engine.stats.__dict__.copy()
-    guard = stage_guard(context, factory, "agent_trajectories")
+    guard = stage_guard(context, settings, "agent_trajectories")
     try:
-        with metered(guard, [(engine, factory.price_per_mtok("generator"))]):
-            rows, pool = _rollouts(factory, tasks, batch)
+        with metered(guard, [(engine, price)]):
+            rows, pool = _rollouts(settings, engines, sandbox, tasks, batch)
     except BudgetExhausted:
         # episodes advance together, so none finished: a rerun gets their steps from the cache
         table = empty_table()
@@ -171,7 +176,7 @@ def agent_trajectories(
         rows = [complete_record(r) for r in rows]
         table, repeats = trajectory_table(rows)  # rollouts that said and did the same: one sample
         unique = table.to_pylist()
-        replayed, reproduced = _replay(unique, pool, factory.config.agent.replay_sample, batch)
+        replayed, reproduced = _replay(unique, pool, settings.config.agent.replay_sample, batch)
     finally:
         pool.close()
     rates = solve_rate_difficulty(unique, Counter(r["sample_id"] for r in rows))
@@ -210,8 +215,8 @@ def agent_trajectories(
             "stop_reasons": dg.MetadataValue.md(
                 "\n".join(f"- {k}: {v}" for k, v in Counter(o["stop_reason"] for o in outcomes).items())
             ),
-            "policy": dg.MetadataValue.text(json.dumps({"mode": factory.config.agent.policy})),
-            **engine_metadata(engine, before, factory.price_per_mtok("generator")),
+            "policy": dg.MetadataValue.text(json.dumps({"mode": settings.config.agent.policy})),
+            **engine_metadata(engine, before, price),
             **budget_metadata(guard),
             "preview": preview_md(table),
         },

@@ -1,69 +1,69 @@
-"""``review_queue``, ``human_labels`` and ``curated_samples``: experts in the loop, through Label Studio."""
+"""``review_queue``, ``human_labels`` and ``curated_samples``: experts in the loop, through Label Studio.
 
+Data flows one way: each batch's routing appends its rows that need a human to the review queue
+(``routed_samples``: annotators/review_queue.py); ``review_queue`` delivers the rows that hold a
+review slot to Label Studio (the one pusher); the label sensor pulls what experts did into the
+label log (``human_labels``); ``curated_samples`` folds what changed since its last run into the
+curated table (annotators/recuration.py), and the datasets publish from it.
+"""
+
+import posixpath
 import statistics
 
 import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import Field
 
-from ptfactory.annotators.curation import curate
-from ptfactory.annotators.labelstudio.sync import push, review_rows
+from ptfactory.annotators.recuration import recurate
 from ptfactory.assets.common import check_specs, counts_md, preview_md, schema_check
-from ptfactory.assets.partitions import batch_partitions
-from ptfactory.assets.resources import FactoryResource
+from ptfactory.assets.resources.labelstudio import LabelStudioResource
+from ptfactory.assets.resources.settings import SettingsResource
 from ptfactory.storage.fs import Store
 
 
-@dg.asset(
-    partitions_def=batch_partitions,
-    group_name="review",
-    kinds={"labelstudio"},
-)
+class ReviewQueueConfig(dg.Config):
+    batches: list[str] = Field(
+        default_factory=list,
+        description="push only the rows these batches' review budgets gave a slot (default: every row)",
+    )
+
+
+@dg.asset(group_name="review", kinds={"labelstudio", "sqlite"}, deps=["routed_samples"])
 def review_queue(
-    context: dg.AssetExecutionContext, factory: FactoryResource, routed_samples: pa.Table
+    config: ReviewQueueConfig, settings: SettingsResource, label_studio: LabelStudioResource
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
-    """The batch's rows routed to expert review, as Label Studio tasks (one project per kind) with
-    the judges' votes pre-filled and the corrected-response box starting from the response; its
-    audit rows go blind (no votes, nothing pre-filled) to the kind's audit project. Earlier
-    batches' waiting rows this batch's budget promoted are in its routed_samples, so they go
-    too. Idempotent: a row already pushed is not pushed again."""
-    section = factory.config.annotation
-    rows = review_rows(routed_samples)
-    batch = context.partition_key
-    client = factory.label_studio_client()
-    try:
-        result = push(
-            client,
-            factory.label_ledger(),
-            rows,
-            prefix=section.project_prefix,
-            accept_at=factory.config.routing.accept_at,
-            batch_size=section.push_batch,
-        )
-    finally:
-        client.close()
+    """Every row waiting for an expert, across batches (routing appends to it; expert decisions
+    drain it): the rows that hold a review slot go to Label Studio as tasks (one project per kind,
+    where their batch's config says), with the judges' votes pre-filled and the corrected-response
+    box starting from the response; audit rows go blind (no votes, nothing pre-filled) to the
+    kind's audit project. Rows still waiting for a slot stay until a later batch's budget gives
+    them one. Idempotent: a row already in Label Studio is not pushed again."""
+    result = label_studio.push_queue(config.batches or None)
+    states = settings.review_queue().counts()
     return dg.MaterializeResult(
         metadata={
             "tasks_created": dg.MetadataValue.int(result.total_created),
             "already_pushed": dg.MetadataValue.int(sum(result.existing.values())),
-            "from_earlier_batches": dg.MetadataValue.int(sum(1 for row in rows if row["batch"] != batch)),
+            "from_earlier_batches": dg.MetadataValue.int(result.promoted),
             "audit_tasks": dg.MetadataValue.int(
                 sum(n for q, n in result.created.items() if q.endswith("-audit"))
             ),
             "created_per_queue": counts_md(result.created, "queue"),
-            "projects": dg.MetadataValue.json(
-                {q: f"{client.url}/projects/{p}" for q, p in result.projects.items()}
-            ),
+            "queue_states": counts_md(states, "state"),
+            "waiting_for_a_slot": dg.MetadataValue.int(states.get("waiting", 0)),
+            "awaiting_an_expert": dg.MetadataValue.int(states.get("review", 0)),
+            "projects": dg.MetadataValue.json(result.projects),
         }
     )
 
 
 @dg.asset(group_name="review", kinds={"sqlite"})
-def human_labels(factory: FactoryResource) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
+def human_labels(settings: SettingsResource, label_studio: LabelStudioResource) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """The append-only log of what experts did in Label Studio (created, updated, deleted
     annotations), as the ``human_labels_sensor`` pulled it; a snapshot lands as Parquet."""
-    events = factory.label_ledger().events()
-    store = Store(factory.resolved_home)
+    events = label_studio.ledger().events()
+    store = Store(settings.resolved_home)
     path = store.path("assets", "human_labels", "log.parquet")
     store.makedirs(store.path("assets", "human_labels"))
     with store.atomic_writer(path) as handle:
@@ -84,21 +84,38 @@ def human_labels(factory: FactoryResource) -> dg.MaterializeResult:  # type: ign
 
 
 @dg.asset(
-    ins={"routed_samples": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())},
-    deps=[human_labels],
+    deps=["routed_samples", human_labels, review_queue],
     group_name="review",
     io_manager_key="samples_io",
     dagster_type=dg.Any,
     kinds={"parquet"},
     check_specs=check_specs("curated_samples", ["schema_valid"]),
 )
-def curated_samples(factory: FactoryResource, routed_samples: pa.Table) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
+def curated_samples(settings: SettingsResource, label_studio: LabelStudioResource) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """Routed samples with the experts' decisions folded in: accepted in, rejected out, corrected
     responses in place (the original kept in the trail) plus a (corrected, original) preference
-    pair, A/B choices as chosen/rejected. Rows not yet labeled keep waiting. Every batch's routed
-    rows come in; a row copied into a later batch's routing counts once, in its newest copy."""
-    config = factory.config
-    curated = curate(routed_samples, factory.label_ledger().events(), config.routing.accept_at)
+    pair, A/B choices as chosen/rejected. Rows not yet labeled keep waiting. Each run folds in what
+    changed since the last (batches routed since, review-queue rows changed, new labels): it reads
+    its previous output and those batches' routed outputs, nothing else of the history."""
+    store = settings.asset_store()
+    previous = store.read("curated_samples") if store.exists("curated_samples") else None
+
+    def routed(batch: str) -> pa.Table | None:
+        return store.read("routed_samples", batch) if store.exists("routed_samples", batch) else None
+
+    def every_batch() -> list[str]:
+        stored = [posixpath.basename(path).removesuffix(".parquet") for path in store.files("routed_samples")]
+        return sorted({*settings.review_queue().admitted(), *stored})
+
+    done = recurate(
+        previous,
+        settings.review_queue(),
+        label_studio.ledger(),
+        routed,
+        every_batch,
+        accept_at=settings.config.routing.accept_at,
+    )
+    curated = done.curated
     table = curated.table
     metadata = {
         "dagster/row_count": dg.MetadataValue.int(table.num_rows),
@@ -106,6 +123,10 @@ def curated_samples(factory: FactoryResource, routed_samples: pa.Table) -> dg.Ma
         "labels_per_annotator": counts_md(curated.per_annotator, "annotator: verdict"),
         "multi_annotated_samples": dg.MetadataValue.int(curated.multi_annotated),
         "judge_human_pairs": dg.MetadataValue.int(curated.judge_human_pairs),
+        # what this run cost: the routed outputs it read and the rows it curated again
+        "routed_batches_read": dg.MetadataValue.int(len(done.batches_read)),
+        "rows_curated_again": dg.MetadataValue.int(done.rows_curated),
+        "full_curation": dg.MetadataValue.bool(done.full),
         "preview": preview_md(table),
     }
     if curated.inter_annotator_alpha is not None:

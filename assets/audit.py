@@ -1,7 +1,7 @@
 """The checks a dataset version must pass while staged, before it is visible (write–audit–publish).
 
-Built here because they need the factory's dedup settings, the trainer's chat template and the
-stage outputs; ``storage.audit`` runs them on the staged shards.
+Built here because they need the factory's dedup settings, the benchmark index, the trainer's chat
+template and the stage outputs; ``storage.audit`` runs them on the staged shards.
 
 A version staged as a change over a checked parent (``DatasetStore.publish_delta``) is checked on
 what changed, keeping each check's guarantee: a leak needs a changed row on one side (two unchanged
@@ -12,10 +12,14 @@ in its detail); otherwise the check reads the whole staged version.
 """
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ptfactory.assets.resources import FactoryResource
+import pyarrow as pa
+
+from ptfactory.assets.resources.settings import SettingsResource
+from ptfactory.filters.decontamination import Hit, NgramIndex, check_texts, sample_texts
 from ptfactory.filters.dedup.core import DedupConfig
 from ptfactory.filters.dedup.leak_keys import KeyCache, Keys, probe_leaks, version_sides
 from ptfactory.filters.dedup.leaks import Leak, split_leaks
@@ -31,7 +35,7 @@ from ptfactory.storage.audit import (
 )
 from ptfactory.training.templates import template_problems
 
-__all__ = ["AUDIT_CHECKS", "leak_key_cache", "publish_audit", "staged_leaks"]
+__all__ = ["AUDIT_CHECKS", "benchmark_overlap", "leak_key_cache", "publish_audit", "staged_leaks"]
 
 # the judged_samples checks a batch must have passed to be published; judges_counted is not one:
 # a judge that fails it is left out of that batch's aggregate and the batch goes on
@@ -43,14 +47,16 @@ AUDIT_CHECKS = [
     "unique_ids",
     "shards_verified",
     "no_split_leak",
+    "no_benchmark_overlap",
     "chat_template_renders",
     "judged_samples_passed",
 ]
+_EXAMPLES = 5
 
 
-def leak_key_cache(factory: FactoryResource) -> KeyCache:
+def leak_key_cache(settings: SettingsResource) -> KeyCache:
     """Where this machine keeps the band keys of published shards (a cache: safe to delete)."""
-    return KeyCache(Path(factory.state_dir) / "cache" / "leak-keys", factory.config.dedup.to_config())
+    return KeyCache(Path(settings.state_dir) / "cache" / "leak-keys", settings.config.dedup)
 
 
 def _settings(cache: KeyCache) -> str:
@@ -78,11 +84,69 @@ def staged_leaks(delta: Delta, cache: KeyCache, config: DedupConfig) -> list[Lea
     return [found[k] for k in sorted(found)]
 
 
-def publish_audit(factory: FactoryResource, judged: bool = True) -> Audit:
-    """Every blocking check of a published version; ``judged=False`` for rows that never went
-    through the judges (an imported table, a retraction of a checked version)."""
-    dedup = factory.config.dedup.to_config()
-    cache = leak_key_cache(factory)
+def _collisions(tables: list[pa.Table], index: NgramIndex) -> list[tuple[str, Hit]]:
+    found = []
+    for table in tables:
+        ids = table.column("sample_id").to_pylist()
+        hits = check_texts(sample_texts(table), index)
+        found += [(sample, hit) for sample, hit in zip(ids, hits, strict=True) if hit is not None]
+    return found
+
+
+def benchmark_overlap(settings: SettingsResource) -> Check:
+    """``no_benchmark_overlap``: no row of the staged version shares an n-gram with an item of the
+    benchmark index ``decontamination`` configures (every text field, as the stage reads it), and
+    every configured benchmark loaded items. Its detail is what the version was checked against:
+    the index hash, n and each benchmark's item count. A delta over a parent that passed with the
+    same index checks only the rows it puts in (the others were checked against this index)."""
+    config = settings.config.decontamination
+    loaded: list[NgramIndex] = []  # the index, loaded on first use and kept for this audit's publishes
+
+    def no_benchmark_overlap(staged: Staged) -> CheckResult:
+        if not config.enabled:
+            return CheckResult(
+                "no_benchmark_overlap", True, detail={"status": "decontamination.enabled is false"}
+            )
+        if not loaded:
+            loaded.append(settings.decontamination_index())
+        index = loaded[0]
+        against = {"index_hash": index.content_hash, "ngram": index.n, "benchmarks": index.counts}
+        delta = staged.delta
+        if delta is not None and delta.passed("no_benchmark_overlap", index_hash=index.content_hash):
+            tables = [t for t in delta.changed.values() if t.num_rows]
+            sizes = {"rows": delta.rows, "checked_rows": sum(t.num_rows for t in tables)}
+        else:
+            tables = [t for t in staged.splits.values() if t.num_rows]
+            sizes = {"rows": sum(t.num_rows for t in tables)}
+        hits = _collisions(tables, index)
+        empty = index.empty_benchmarks()
+        return CheckResult(
+            "no_benchmark_overlap",
+            not hits and not empty,
+            detail={
+                "contaminated_rows": len(hits),
+                "examples": "; ".join(
+                    f"{sid} ~ {hit.item} ({hit.benchmark})" for sid, hit in hits[:_EXAMPLES]
+                )
+                or "none",
+                "empty_benchmarks": ", ".join(empty) or "none",
+                **against,
+                **sizes,
+            },
+            rows=tuple(sid for sid, _ in hits),
+        )
+
+    return no_benchmark_overlap
+
+
+def publish_audit(
+    settings: SettingsResource, chat_tokenizer: Callable[[], Any], judged: bool = True
+) -> Audit:
+    """Every blocking check of a published version; ``chat_tokenizer()`` loads the tokenizer whose
+    chat template the rows must render with (once, when the check first runs); ``judged=False`` for
+    rows that never went through the judges (an imported table, a retraction of a checked version)."""
+    dedup = settings.config.dedup
+    cache = leak_key_cache(settings)
 
     def no_split_leak(staged: Staged) -> CheckResult:
         settings = {"threshold": dedup.threshold, "settings": _settings(cache)}
@@ -115,7 +179,7 @@ def publish_audit(factory: FactoryResource, judged: bool = True) -> Audit:
 
     def chat_template_renders(staged: Staged) -> CheckResult:
         if not loaded:
-            loaded.append(factory.chat_tokenizer())
+            loaded.append(chat_tokenizer())
         tokenizer = loaded[0]
         template = hashlib.sha256(
             repr((getattr(tokenizer, "chat_template", None), tokenizer.eos_token)).encode()
@@ -140,9 +204,15 @@ def publish_audit(factory: FactoryResource, judged: bool = True) -> Audit:
             rows=tuple(p.split(":", 1)[0] for p in problems),
         )
 
-    checks: list[Check] = [schema_valid, unique_ids, no_split_leak, chat_template_renders]
+    checks: list[Check] = [
+        schema_valid,
+        unique_ids,
+        no_split_leak,
+        benchmark_overlap(settings),
+        chat_template_renders,
+    ]
     if judged:
-        store = factory.asset_store()
+        store = settings.asset_store()
         checks.append(
             batches_passed(
                 "judged_samples", lambda b: store.recorded_checks("judged_samples", b), JUDGED_BLOCKING

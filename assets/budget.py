@@ -26,7 +26,7 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ptfactory.assets.resources import FactoryResource
+from ptfactory.assets.resources.settings import SettingsResource
 from ptfactory.engines.base import Engine
 from ptfactory.engines.budget import (
     BUDGET_TAG,
@@ -42,7 +42,6 @@ from ptfactory.storage.schema.review import BUDGET_REASON, budget_exhausted_mask
 __all__ = [
     "budget_metadata",
     "held_back",
-    "judge_engines",
     "largest_within",
     "metered",
     "stage_guard",
@@ -52,11 +51,11 @@ __all__ = [
 R = TypeVar("R")
 
 
-def stage_guard(context: dg.AssetExecutionContext, factory: FactoryResource, asset: str) -> BudgetGuard:
+def stage_guard(context: dg.AssetExecutionContext, settings: SettingsResource, asset: str) -> BudgetGuard:
     """The budget of ``asset`` in this run: factory.yaml's, with the run's ``ptf/budget`` tag on top."""
     return BudgetGuard(
-        budget=effective_budget(factory.config.budget, context.run.tags.get(BUDGET_TAG)),
-        ledger=BudgetLedger(factory.state_dir / LEDGER_FILE),
+        budget=effective_budget(settings.config.budget, context.run.tags.get(BUDGET_TAG)),
+        ledger=BudgetLedger(settings.state_dir / LEDGER_FILE),
         run_id=context.run.run_id,
         batch=context.partition_key,
         asset=asset,
@@ -189,13 +188,3 @@ def budget_metadata(
     if guard.stopped:
         metadata["budget_stopped_at"] = dg.MetadataValue.text(guard.stopped)
     return metadata
-
-
-def judge_engines(factory: FactoryResource) -> list[tuple[Engine, float]]:
-    """The engines of the LLM judges (the panel's, built once per run) with their prices."""
-    generator = factory.config.engines.generator
-    return [
-        (factory.engine(spec.name, spec.engine or generator), (spec.engine or generator).price_per_mtok)
-        for spec in factory.config.judges
-        if spec.type == "llm"
-    ]

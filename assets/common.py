@@ -11,14 +11,24 @@ import pyarrow.compute as pc
 
 from ptfactory.engines.base import Engine
 from ptfactory.errors import SchemaError
+from ptfactory.filters.privacy import PrivacyStats
 from ptfactory.storage.schema import prompt_of, response_of, validate_table
 
-__all__ = ["counts_md", "decision_counts", "preview_md", "schema_check", "unique_ids_check"]
+__all__ = [
+    "counts_md",
+    "decision_counts",
+    "md_cell",
+    "preview_md",
+    "privacy_metadata",
+    "schema_check",
+    "unique_ids_check",
+]
 
 _PREVIEW_CHARS = 120
 
 
-def _cell(text: object) -> str:
+def md_cell(text: object) -> str:
+    """``text`` as one markdown table cell: one line, pipes escaped, cut at 120 characters."""
     value = "" if text is None else str(text)
     value = value.replace("\n", " ").replace("|", "\\|")
     return value if len(value) <= _PREVIEW_CHARS else value[: _PREVIEW_CHARS - 1] + "…"
@@ -32,7 +42,7 @@ def preview_md(table: pa.Table, rows: int = 5) -> dg.MetadataValue:
         prompt, answer = prompt_of(messages), response_of(messages, final_turn=False)
         trail = row.get("decisions") or []
         last = f"{trail[-1]['stage']}: {trail[-1]['verdict']} ({trail[-1]['reason']})" if trail else ""
-        cells = [f"`{row['sample_id'][:12]}`", row["kind"], _cell(prompt), _cell(answer), _cell(last)]
+        cells = [f"`{row['sample_id'][:12]}`", row["kind"], md_cell(prompt), md_cell(answer), md_cell(last)]
         lines.append("| " + " | ".join(cells) + " |")
     return dg.MetadataValue.md("\n".join(lines))
 
@@ -98,4 +108,12 @@ def engine_metadata(
             round(delta["completion_tokens"] / delta["seconds"], 2) if delta["seconds"] else 0.0
         ),
         "estimated_cost_usd": dg.MetadataValue.float(round(tokens * price_per_mtok / 1e6, 6)),
+    }
+
+
+def privacy_metadata(stats: PrivacyStats) -> dict[str, dg.MetadataValue]:
+    """What a stage redacted: rows, and counts per type (never a value)."""
+    return {
+        "rows_redacted": dg.MetadataValue.int(stats.rows_with_findings),
+        "redactions": counts_md(stats.found, "type"),
     }

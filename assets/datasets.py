@@ -7,19 +7,32 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ptfactory.annotators.judges.calibration import STATS_KEY, Calibration, calibrate
 from ptfactory.assets.audit import AUDIT_CHECKS, leak_key_cache, publish_audit
+from ptfactory.assets.calibration import STATS_KEY, version_calibration, version_calibration_metadata
 from ptfactory.assets.common import check_specs, counts_md, preview_md
 from ptfactory.assets.dataset_delta import plan_change
-from ptfactory.assets.resources import FactoryResource
+from ptfactory.assets.resources.engines import EnginesResource
+from ptfactory.assets.resources.settings import SettingsResource
+from ptfactory.assets.version_figures import (
+    decontamination_stats,
+    figures_metadata,
+    remember_prompts,
+    version_diversity,
+)
+from ptfactory.config import FactoryConfig
+from ptfactory.errors import PublishError
 from ptfactory.filters.dedup.core import DedupConfig, compute_signatures
+from ptfactory.filters.dedup.leak_keys import KeyCache
 from ptfactory.filters.dedup.leaks import split_leaks
 from ptfactory.filters.dedup.minhash import SHINGLE_HASH, hash_library
 from ptfactory.storage.assemble import assemble_preference, assemble_sft
+from ptfactory.storage.rebase import rebase
 from ptfactory.storage.retract import retracted
 from ptfactory.storage.schema import row_texts
 from ptfactory.storage.split import split_table
-from ptfactory.storage.versions import AuditFailed, BaseMoved, PublishResult
+from ptfactory.storage.versions import AuditFailed, BaseMoved, DatasetStore, PublishResult
+
+_REBASES = 20  # times a publish goes over a newer version before it gives up
 
 
 def _describe(name: str, body: dict[str, Any]) -> str:
@@ -76,51 +89,6 @@ def _version_stats(
     return stats
 
 
-def _calibration_md(calibration: Calibration) -> dg.MetadataValue:
-    """Per judge: votes on labelled rows, accuracy and kappa against the experts, weight applied."""
-
-    def num(value: float | None) -> str:
-        return f"{value:.3f}" if value is not None else "n/a"
-
-    lines = ["| judge | votes | accuracy | kappa | weight |", "|---|---|---|---|---|"]
-    lines += [
-        f"| {r['judge']} | {r['votes']} | {num(r['accuracy'])} | {num(r['kappa'])} | {num(r['weight'])} |"
-        for r in calibration.rows()
-    ]
-    lines.append(
-        f"| **panel** (mean ≥ {calibration.accept_at:g}) | {calibration.labels} | "
-        f"{num(calibration.panel_accuracy)} | {num(calibration.panel_kappa)} | |"
-    )
-    if calibration.audit is not None:
-        audit = calibration.audit
-        lines.append(
-            f"| **panel, audit rows** | {audit.rows} | {num(audit.panel_accuracy)} | {num(audit.panel_kappa)} | |"
-        )
-    if calibration.weights is None:
-        lines.append(
-            f"\nEqual weights until {calibration.min_labels} expert labels ({calibration.labels} so far)."
-        )
-    return dg.MetadataValue.md("\n".join(lines))
-
-
-def _calibration_metadata(stats: dict[str, object]) -> dict[str, dg.MetadataValue]:
-    """The version's judge calibration (what the next judged batches weight their judges by)."""
-    body = stats.get(STATS_KEY)
-    if not isinstance(body, dict):
-        return {}
-    calibration = Calibration.from_stats(body)
-    metadata = {
-        "calibration_labels": dg.MetadataValue.int(calibration.labels),
-        "calibration": _calibration_md(calibration),
-        "calibration_weights": dg.MetadataValue.json(calibration.weights or {}),
-    }
-    if calibration.panel_accuracy is not None:
-        metadata["calibration_panel_accuracy"] = dg.MetadataValue.float(calibration.panel_accuracy)
-    if calibration.panel_kappa is not None:
-        metadata["calibration_panel_kappa"] = dg.MetadataValue.float(calibration.panel_kappa)
-    return metadata
-
-
 def _without_leaks(splits: dict[str, pa.Table], dedup: DedupConfig) -> tuple[dict[str, pa.Table], int]:
     """The split with every validation row that is a near duplicate of a train row moved to train.
 
@@ -144,17 +112,17 @@ def _without_leaks(splits: dict[str, pa.Table], dedup: DedupConfig) -> tuple[dic
     return splits, moved
 
 
-def _index_published(factory: FactoryResource, table: pa.Table, name: str, version: int) -> int:
+def _index_published(settings: SettingsResource, table: pa.Table, name: str, version: int) -> int:
     """Later batches are deduplicated against what this version published; only rows the index
     does not hold yet are hashed (a new label costs one row, not the version). ``table``: the rows
     the version put in (a delta publish's upserts), or all of them."""
-    settings = factory.config.dedup
-    index = factory.dedup_index()
+    dedup = settings.config.dedup
+    index = settings.dedup_index()
     new = index.missing(table.column("sample_id").to_pylist())
     if not new:
         return 0
     table = table.filter(pc.is_in(table.column("sample_id"), value_set=pa.array(new, pa.string())))
-    hashed = compute_signatures(row_texts(table), settings.to_config())
+    hashed = compute_signatures(row_texts(table), dedup)
     return index.add(
         table.column("sample_id").to_pylist(),
         hashed.signatures,
@@ -166,7 +134,7 @@ def _index_published(factory: FactoryResource, table: pa.Table, name: str, versi
 
 def _publish_rows(
     context: dg.AssetExecutionContext,
-    factory: FactoryResource,
+    settings: SettingsResource,
     name: str,
     table: pa.Table,
     *,
@@ -176,11 +144,50 @@ def _publish_rows(
     """Publish ``table`` (every row the version should hold): as the change over the latest version
     when one can be found (only the rows that changed are split, mended, written and audited), else
     whole. Returns the result, the rows it put in (to index), and how it was published."""
-    config = factory.config
-    datasets = factory.datasets()
+    config = settings.config
+    datasets = settings.datasets()
+    cache = leak_key_cache(settings)
+    # What the version is built from, read in this order: the latest version first, the retractions
+    # after it. A retraction or another run's batch published later is a newer latest, which the
+    # publish (checking its base under the lock, or settled below its claim on an object store)
+    # refuses with BaseMoved: then this run's change is moved onto that version and planned again.
+    base = datasets.latest(name)
+    for _ in range(_REBASES):
+        table, dropped = retracted(datasets, name).leave_out(table)
+        if dropped:
+            common["batches"] = sorted(set(table.column("batch").to_pylist()))
+        try:
+            return _publish_over(
+                datasets, config, name, table, base=base, cache=cache, common=common, extra=extra
+            )
+        except BaseMoved:
+            onto = datasets.latest(name)
+            context.log.info(
+                f"{name} moved from v{base} to v{onto} while this run planned: its change goes over v{onto}"
+            )
+            table = rebase(datasets, name, table, base=base, onto=onto)
+            common["batches"] = sorted(set(table.column("batch").to_pylist()))
+            base = onto
+    raise PublishError(
+        f"{name}: other versions kept landing while this run published ({_REBASES} tries); run it again"
+    )
+
+
+def _publish_over(
+    datasets: DatasetStore,
+    config: FactoryConfig,
+    name: str,
+    table: pa.Table,
+    *,
+    base: int,
+    cache: KeyCache,
+    common: dict[str, Any],
+    extra: dict[str, Any],
+) -> tuple[PublishResult, pa.Table, str]:
+    """Publish ``table`` over ``v<base>`` (0: none yet), raising BaseMoved if that is not the latest."""
     price = config.engines.generator.price_per_mtok
-    versions = datasets.versions(name)
-    parent = datasets.manifest(name, versions[-1]) if versions else None
+    extra = {**extra, "diversity": version_diversity(table, config)}  # of the rows the version holds
+    parent = datasets.manifest(name, base) if base else None
     change = None
     if parent is not None:
         change = plan_change(
@@ -189,43 +196,43 @@ def _publish_rows(
             table,
             config_hash=common["config_hash"],
             fraction=config.datasets.validation_fraction,
-            dedup=config.dedup.to_config(),
-            cache=leak_key_cache(factory),
+            dedup=config.dedup,
+            cache=cache,
         )
     if parent is not None and change is not None:
         stats = _version_stats(price, {**extra, "moved_to_train": change.moved})
-        try:
-            result = datasets.publish_delta(
-                name, change.upserts, change.removed, base=parent.version, stats=stats, **common
-            )
-            how = (
-                f"delta: {change.rows.num_rows} row(s) in, {len(change.removed)} out, "
-                f"{change.read_rows} row(s) of v{parent.version} read"
-            )
-            return result, change.rows, how
-        except BaseMoved:
-            context.log.info(f"{name} moved on while this run planned its change: publishing every row")
-    splits, moved = _without_leaks(
-        split_table(table, config.datasets.validation_fraction), config.dedup.to_config()
-    )
+        result = datasets.publish_delta(
+            name, change.upserts, change.removed, base=parent.version, stats=stats, **common
+        )
+        how = (
+            f"delta: {change.rows.num_rows} row(s) in, {len(change.removed)} out, "
+            f"{change.read_rows} row(s) of v{parent.version} read"
+        )
+        return result, change.rows, how
+    splits, moved = _without_leaks(split_table(table, config.datasets.validation_fraction), config.dedup)
     # near duplicates of train rows that the split had held out: moved_to_train
     stats = _version_stats(price, {**extra, "moved_to_train": moved})
     result = datasets.publish(
         name,
         splits if len(splits) > 1 else splits["train"],  # one split: plain part-*.parquet shards
         stats=stats,
+        base=base,
         **common,
     )
     return result, table, "full table"
 
 
 def _publish(
-    context: dg.AssetExecutionContext, factory: FactoryResource, curated: pa.Table, kind: str
+    context: dg.AssetExecutionContext,
+    settings: SettingsResource,
+    engines: EnginesResource,
+    curated: pa.Table,
+    kind: str,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
-    config = factory.config
+    config = settings.config
     asset = f"{kind}_dataset"
     assembled = assemble_sft(curated) if kind == "sft" else assemble_preference(curated)
-    datasets = factory.datasets()
+    datasets = settings.datasets()
     name = config.datasets.sft if kind == "sft" else config.datasets.preference
     taken_out = retracted(datasets, name)
     if taken_out:
@@ -244,24 +251,25 @@ def _publish(
             },
             check_results=_check_results(asset, {}, absent="not run: nothing to publish yet"),
         )
-    extra: dict[str, Any] = {}
+    # each batch's own config hash beside the version's (batches run under different configs meet here)
+    extra: dict[str, Any] = {
+        "batch_configs": settings.batch_hashes(assembled.batches),
+        "decontamination": decontamination_stats(settings),  # what no_benchmark_overlap checked against
+    }
     if kind == "sft":
-        # over every curated row, not the published ones: rows the experts rejected are not
-        # published, and without them every judge that leans to accept would look right
-        extra[STATS_KEY] = calibrate(
-            curated, config.judging.calibration_min_labels, config.routing.accept_at
-        ).to_stats()
+        extra[STATS_KEY] = version_calibration(curated, config)  # a report: the panel reads the store
     common: dict[str, Any] = {
         "kind": kind,
-        "config_hash": config.config_hash(),
+        # the config this run acts under (the newest batch's: assets/resources/settings.py)
+        "config_hash": settings.run_config.hash,
         "shard_rows": config.storage.shard_rows,
         "dagster_run_id": context.run.run_id,
         "batches": assembled.batches,
-        "audit": publish_audit(factory),
+        "audit": publish_audit(settings, engines.chat_tokenizer),
     }
     try:
         result, added, how = _publish_rows(
-            context, factory, name, assembled.table, common=common, extra=extra
+            context, settings, name, assembled.table, common=common, extra=extra
         )
     except AuditFailed as refused:
         # nothing published, no alias moved: the failed checks (blocking) stop the run here
@@ -278,10 +286,11 @@ def _publish(
     # what was published is what was assembled (publish only conforms and sorts it): no read-back
     published = assembled.table
     indexed = (
-        _index_published(factory, added, manifest.name, manifest.version)
+        _index_published(settings, added, manifest.name, manifest.version)
         if result.created and kind == "sft"
         else 0
     )
+    remembered = remember_prompts(settings, added) if result.created else 0  # for semantic dedup
     return dg.MaterializeResult(
         metadata={
             "version": dg.MetadataValue.text(manifest.ref),
@@ -293,11 +302,13 @@ def _publish(
             "shards": dg.MetadataValue.int(len(manifest.shards)),
             "batches": dg.MetadataValue.text(", ".join(manifest.batches)),
             "dedup_index_added": dg.MetadataValue.int(indexed),
+            "semantic_index_added": dg.MetadataValue.int(remembered),
+            **figures_metadata(manifest.stats),  # the version's diversity, the index it was checked against
             # how the version was made: the rows that changed over the latest (delta) or every row
             "publish": dg.MetadataValue.text(how),
             "left_out": counts_md(assembled.skipped, "reason"),
             # the version's (an unchanged republish keeps the existing version's)
-            **_calibration_metadata(manifest.stats),
+            **version_calibration_metadata(manifest.stats),
             "preview": preview_md(published),
         },
         # an unchanged republish reports the audit the existing version passed
@@ -312,7 +323,8 @@ def _publish(
 )
 def sft_dataset(
     context: dg.AssetExecutionContext,
-    factory: FactoryResource,
+    settings: SettingsResource,
+    engines: EnginesResource,
     curated_samples: pa.Table,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """The SFT dataset: a new version under PTF_HOME/datasets/<name>/v<N>/ when the rows changed.
@@ -320,7 +332,7 @@ def sft_dataset(
     Built from every batch so far (SFT and code rows; auto-accepted or accepted by an expert);
     identical rows and config republish nothing (the run reports the existing version).
     """
-    return _publish(context, factory, curated_samples, "sft")
+    return _publish(context, settings, engines, curated_samples, "sft")
 
 
 @dg.asset(
@@ -330,9 +342,10 @@ def sft_dataset(
 )
 def preference_dataset(
     context: dg.AssetExecutionContext,
-    factory: FactoryResource,
+    settings: SettingsResource,
+    engines: EnginesResource,
     curated_samples: pa.Table,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """The preference (DPO) dataset: chosen/rejected pairs from expert A/B choices and from expert
     corrections (the corrected answer over the original); a new version when the pairs changed."""
-    return _publish(context, factory, curated_samples, "preference")
+    return _publish(context, settings, engines, curated_samples, "preference")

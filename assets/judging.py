@@ -7,7 +7,21 @@ many were lost; the ``judges_counted`` check fails when a judge counts fewer tha
 ``judging.min_counted_share`` of its votes (that judge is then left out of the aggregate and the
 batch goes on). A panel whose every LLM judge is the generator's own model family is warned
 about: a model prefers its own outputs (self-preference).
+
+**Which rows are judged** (:func:`rows_to_judge`, the selection the panel is handed): the panel's
+own (``judged_rows``: live rows, code rows that ran, rows the difficulty stage dropped), less
+
+- rows dropped for a reason no judge can change (``NOT_JUDGEABLE``: truncated, contaminated,
+  duplicates, a copy already in the review queue): never published whatever the panel says; and
+- on a paid or remote judge engine (``openai``, ``vllm``), the rows the difficulty stage dropped for
+  its band: the ``difficulty_vs_panel`` diagnostic (the panel's mean per drop reason) is kept only
+  on embedded engines, where it costs CPU time and no money or remote calls.
+
+Rows a verifier decides (code that ran, a row with a reference a verifier checks) are always
+judged: the judges are weighed on them. Rows left out keep their trail and carry no votes.
 """
+
+from collections import Counter
 
 import dagster as dg
 import pyarrow as pa
@@ -17,16 +31,72 @@ from ptfactory.annotators.judges import LLMJudge, Panel, PanelReport
 from ptfactory.annotators.judges.pair_table import preference_candidate_table
 from ptfactory.annotators.judges.pairwise import PairwiseReport
 from ptfactory.annotators.judges.panel import STAGE, judged_rows, means_by_drop_reason
-from ptfactory.assets.budget import budget_metadata, judge_engines, metered, stage_guard, within_budget
-from ptfactory.assets.common import check_specs, preview_md, schema_check, unique_ids_check
+from ptfactory.annotators.review_queue import ALREADY_QUEUED
+from ptfactory.assets.budget import budget_metadata, metered, stage_guard, within_budget
+from ptfactory.assets.common import check_specs, counts_md, preview_md, schema_check, unique_ids_check
+from ptfactory.assets.judging_report import keep_measurements, report_metadata
 from ptfactory.assets.partitions import batch_partitions
-from ptfactory.assets.resources import FactoryResource
+from ptfactory.assets.pools import GPU_POOL
+from ptfactory.assets.resources.panel import PanelResource
+from ptfactory.assets.resources.settings import SettingsResource
 from ptfactory.assets.scoring import histogram_md
-from ptfactory.config import FactoryConfig, model_family
+from ptfactory.config import FactoryConfig
+from ptfactory.panel_config import panel_warning
 from ptfactory.storage.audit import checks_metadata
 from ptfactory.storage.schema import conform, dropped_mask
 
-__all__ = ["judged_samples", "self_preference_warning"]
+__all__ = ["NOT_JUDGEABLE", "judged_samples", "rows_to_judge", "self_preference_warning"]
+
+# drop reasons a judge's score cannot change: the row is out of every version whatever it scores
+NOT_JUDGEABLE = (
+    "truncated",
+    "contaminated",
+    "exact_duplicate",
+    "near_duplicate",
+    "near_duplicate_published",
+    "semantic_duplicate",
+    ALREADY_QUEUED,
+)
+_DIAGNOSTIC = "difficulty diagnostic on a remote engine"
+
+
+def _verifier_decided(table: pa.Table) -> list[bool]:
+    """Code that ran, a verifier vote that decided, or a reference a verifier checks."""
+    scores = table.column("scores").to_pylist()
+    references = table.column("reference").to_pylist()
+    kinds = table.column("kind").to_pylist()
+    out = []
+    for score, reference, kind in zip(scores, references, kinds, strict=True):
+        ran = kind == "code" and (score or {}).get("execution") is not None
+        voted = any(v["verdict"] != "abstain" for v in (score or {}).get("verifiers") or [])
+        out.append(ran or voted or any(v is not None for v in (reference or {}).values()))
+    return out
+
+
+def rows_to_judge(table: pa.Table, remote: bool) -> tuple[list[int], Counter[str]]:
+    """The rows the panel scores (see the module doc), and how many it leaves out by reason."""
+    table = conform(table)
+    candidates = judged_rows(table)
+    if not candidates:
+        return [], Counter()
+    decided = _verifier_decided(table)
+    dropped = dropped_mask(table).to_pylist()
+    trails = table.column("decisions").to_pylist()
+    chosen: list[int] = []
+    left_out: Counter[str] = Counter()
+    for i in candidates:
+        blocked = sorted(
+            {d["reason"] for d in trails[i] or [] if d["verdict"] == "drop"} & set(NOT_JUDGEABLE)
+        )
+        if decided[i]:
+            chosen.append(i)
+        elif blocked:
+            left_out[blocked[0]] += 1
+        elif remote and dropped[i]:
+            left_out[_DIAGNOSTIC] += 1
+        else:
+            chosen.append(i)
+    return chosen, left_out
 
 
 def _judge_vs_execution(table: pa.Table, llm_judges: set[str]) -> tuple[float | None, int]:
@@ -47,15 +117,8 @@ def _judge_vs_execution(table: pa.Table, llm_judges: set[str]) -> tuple[float | 
 
 
 def self_preference_warning(config: FactoryConfig) -> str | None:
-    """A warning when every LLM judge is of the generator's model family, else None."""
-    generator = model_family(config.engines.generator.model_id)
-    llm = [j for j in config.judges if j.type == "llm"]
-    if llm and all(j.family == generator for j in llm):
-        return (
-            f"every LLM judge is of the generator's family ({generator}): a model rates its own outputs "
-            "higher (self-preference); add a judge of another family to factory.yaml `judges`"
-        )
-    return None
+    """A warning when ANY judge shares the generator's model family (panel_config.panel_warning)."""
+    return panel_warning(config.judges, config.engines.generator)
 
 
 def per_judge_md(panel: Panel, report: PanelReport, families: dict[str, str]) -> dg.MetadataValue:
@@ -132,6 +195,7 @@ def counted_check(report: PanelReport, minimum: float) -> dg.AssetCheckResult:
 @dg.asset(
     partitions_def=batch_partitions,
     group_name="judge",
+    pool=GPU_POOL,
     io_manager_key="samples_io",
     dagster_type=dg.Any,
     kinds={"parquet"},
@@ -139,32 +203,40 @@ def counted_check(report: PanelReport, minimum: float) -> dg.AssetCheckResult:
 )
 def judged_samples(
     context: dg.AssetExecutionContext,
-    factory: FactoryResource,
+    settings: SettingsResource,
+    panel: PanelResource,
     difficulty_scored: pa.Table,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """Every kept row, and every failing code row, scored by the judge panel (factory.yaml
     ``judges``): each vote with how it was read, the mean, median, spread and confidence; votes
-    that yield nothing are kept raw, marked unparsed and left out of the aggregate."""
-    config = factory.config
-    specs = config.judges  # which judges exist, their types and families: factory.yaml only
+    that yield nothing are kept raw, marked unparsed and left out of the aggregate. Rows no judge
+    can change are not scored (the module doc)."""
+    factory_config = settings.config
+    specs = factory_config.judges  # which judges exist, their types and families: factory.yaml only
+    chosen, left_out = rows_to_judge(difficulty_scored, panel.remote())
+    skip = sorted(set(judged_rows(difficulty_scored)) - set(chosen))
+    if skip:  # the rows left out pass by the panel, unchanged
+        rest = sorted(set(range(difficulty_scored.num_rows)) - set(skip))
+        skipped = difficulty_scored.take(pa.array(skip, pa.int64()))
+        difficulty_scored = difficulty_scored.take(pa.array(rest, pa.int64()))
 
     def judge(rows: pa.Table) -> tuple[Panel, pa.Table, PanelReport, PairwiseReport]:
-        panel = factory.panel()
-        table, report = panel.judge_table(rows)
+        built = panel.panel()
+        table, report = built.judge_table(rows)
         # the best and the worst answer of an instruction, compared in both orders: a preference row
         pairwise = preference_candidate_table(
             table,
-            [j for j in panel.judges if isinstance(j, LLMJudge)],
-            config.datasets.pair_margin,
-            panel.weights,
+            [j for j in built.judges if isinstance(j, LLMJudge)],
+            factory_config.datasets.pair_margin,
+            built.weights,
             frozenset(report.left_out),
         )
-        return panel, table, report, pairwise
+        return built, table, report, pairwise
 
     # rows the budget stopped before their votes: dropped as budget_exhausted (assets/budget.py)
-    guard, engines = stage_guard(context, factory, "judged_samples"), judge_engines(factory)
+    guard, engines = stage_guard(context, settings, "judged_samples"), panel.judge_engines()
     with metered(guard, engines):
-        (panel, table, report, pairwise), unfinished = within_budget(
+        (built, table, report, pairwise), unfinished = within_budget(
             guard,
             [e for e, _ in engines],
             difficulty_scored,
@@ -172,6 +244,8 @@ def judged_samples(
             stage=STAGE,
             domain=judged_rows(difficulty_scored),
         )
+    # each judge's weight measured on this batch, kept under its identity for later batches
+    recorded = keep_measurements(built, report, context.partition_key)
     live = table.filter(pc.invert(dropped_mask(table)))
     means = [m for m in (s["judge_mean"] for s in live.column("scores").to_pylist() if s) if m is not None]
     gate = means_by_drop_reason(table)
@@ -180,17 +254,19 @@ def judged_samples(
         table = pa.concat_tables([conform(table), pairwise.table])
     if unfinished.num_rows:
         table = pa.concat_tables([conform(table), conform(unfinished)])
+    if skip:
+        table = pa.concat_tables([conform(table), conform(skipped)])
     families = {j.name: j.family or "" for j in specs}
-    warning = self_preference_warning(config)
+    warning = self_preference_warning(factory_config)
     if warning:
         context.log.warning(warning)
     for name in report.left_out:
         context.log.warning(f"judge {name!r} counted {report.counted_share[name]:.1%} of its votes: left out")
-    total_votes = sum(j.stats.votes for j in panel.judges)
+    total_votes = sum(j.stats.votes for j in built.judges)
     checks = [
         schema_check(table, "judged_samples"),
         unique_ids_check(table, "judged_samples"),
-        counted_check(report, panel.min_counted_share),
+        counted_check(report, built.min_counted_share),
     ]
     # kept in the file too: publishing asks whether every batch of a version passed (offline)
     table = table.replace_schema_metadata(
@@ -203,18 +279,15 @@ def judged_samples(
             "krippendorff_alpha": (
                 dg.MetadataValue.float(round(report.alpha, 4)) if report.alpha is not None else None
             ),
-            "judges": per_judge_md(panel, report, families),
+            "judges": per_judge_md(built, report, families),
             "judge_families": dg.MetadataValue.int(len(set(families.values()))),
             "judges_left_out": dg.MetadataValue.text(", ".join(report.left_out) or "none"),
             "judges_constant": dg.MetadataValue.text(", ".join(report.constant) or "none"),
             "self_preference_warning": dg.MetadataValue.text(warning or "none"),
-            "calibration_weights": dg.MetadataValue.text(
-                ", ".join(f"{j}={w:g}" for j, w in sorted(panel.weights.items()))
-                if panel.weights
-                else "none: equal weights"
-            ),
+            # each judge's weight on this batch and where it came from (batch AUC, persisted, none)
+            "calibration_weights": dg.MetadataValue.text(report.weights_line()),
             "parse_failure_rate": dg.MetadataValue.float(
-                round(sum(j.stats.unparsed for j in panel.judges) / total_votes, 4) if total_votes else 0.0
+                round(sum(j.stats.unparsed for j in built.judges) / total_votes, 4) if total_votes else 0.0
             ),
             **{
                 f"counted_share_{name}": dg.MetadataValue.float(share)
@@ -227,14 +300,18 @@ def judged_samples(
             ),
             "judge_vs_execution_compared": dg.MetadataValue.int(compared),
             "estimated_cost_usd": dg.MetadataValue.float(
-                round(sum(j.stats.cost_usd for j in panel.judges), 6)
+                float(round(sum(j.stats.cost_usd for j in built.judges), 6))
             ),
             # the panel's totals, under the keys the run summary and the version stats add up
-            "prompt_tokens": dg.MetadataValue.int(sum(j.stats.prompt_tokens for j in panel.judges)),
-            "completion_tokens": dg.MetadataValue.int(sum(j.stats.completion_tokens for j in panel.judges)),
+            "prompt_tokens": dg.MetadataValue.int(sum(j.stats.prompt_tokens for j in built.judges)),
+            "completion_tokens": dg.MetadataValue.int(sum(j.stats.completion_tokens for j in built.judges)),
+            **report_metadata(report, recorded),
             **pairwise_md(pairwise),
             **budget_metadata(guard, unfinished),
             "difficulty_vs_panel": gate_md(gate),
+            # rows the panel did not score because no judge could change them (assets/judging.py)
+            "judged_rows": dg.MetadataValue.int(len(chosen)),
+            "not_judged": counts_md(left_out, "left out"),
             "preview": preview_md(table),
         },
         check_results=checks,

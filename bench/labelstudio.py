@@ -1,6 +1,7 @@
 """Push and pull throughput against a real Label Studio, in tasks/s, with a named baseline.
 
-- push: ``annotators.labelstudio.sync.push`` (batched imports + ledger) vs one SDK
+- push: ``annotators.labelstudio.sync.push_queue`` (the review queue's rows, batched imports +
+  ledger) vs one SDK
   ``tasks.create`` call per task (what a naive client does);
 - pull: the incremental pull (tasks touched since the watermark) after labeling ``--labeled`` of
   the tasks vs the SDK's full listing of every task with its annotations (``tasks.list``).
@@ -26,8 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ptfactory.annotators.labelstudio.client import LabelStudioClient
 from ptfactory.annotators.labelstudio.ledger import Ledger
 from ptfactory.annotators.labelstudio.server import LabelStudioServer
-from ptfactory.annotators.labelstudio.sync import pull, push
-from ptfactory.storage.schema import sample_id
+from ptfactory.annotators.labelstudio.settings import AnnotationConfig
+from ptfactory.annotators.labelstudio.sync import Destination, pull, push_queue
+from ptfactory.annotators.review_queue import ReviewQueue
+from ptfactory.annotators.routing import RoutingConfig
+from ptfactory.storage.schema import from_records, sample_id
 
 
 def _rows(count: int, tag: str) -> list[dict[str, Any]]:
@@ -72,10 +76,15 @@ def main() -> None:
             for round_ in range(args.repeat):
                 ledger = Ledger(Path(tmp) / f"ledger-{round_}.sqlite")
                 rows = _rows(args.tasks, f"r{round_}")
+                settings = AnnotationConfig(project_prefix=f"bench{round_}")
+                queue = ReviewQueue(Path(tmp) / f"queue-{round_}.sqlite")
+                routing = RoutingConfig(review_budget=args.tasks, audit_rate=0)
+                queue.admit(f"r{round_}", from_records(rows), routing)  # every row holds a review slot
+                where = Destination(client, settings, 7.0)
                 started = time.perf_counter()
-                result = push(client, ledger, rows, prefix=f"bench{round_}", accept_at=7.0)
+                push_queue(queue, ledger, lambda _, to=where: to)
                 ours_push.append(args.tasks / (time.perf_counter() - started))
-                project = result.projects["sft"]
+                project = client.project(settings.project_prefix, "sft")
 
                 naive = client.project(f"naive{round_}", "sft")
                 started = time.perf_counter()
@@ -91,7 +100,7 @@ def main() -> None:
                     )
                 naive_push.append(max(50, args.tasks // 5) / (time.perf_counter() - started))
 
-                pull(client, ledger, prefix=f"bench{round_}")  # sets the watermark
+                pull(client, ledger, settings)  # sets the watermark
                 tasks = [tid for _, tid in sorted(client.sample_ids(project).items())][: args.labeled]
                 for task in tasks:
                     http.post(
@@ -108,7 +117,7 @@ def main() -> None:
                         },
                     )
                 started = time.perf_counter()
-                pulled = pull(client, ledger, prefix=f"bench{round_}")
+                pulled = pull(client, ledger, settings)
                 elapsed = time.perf_counter() - started
                 assert pulled.added["created"] == args.labeled, pulled
                 ours_pull.append(args.labeled / elapsed)

@@ -1,5 +1,5 @@
 """What ``ptf annotate push`` / ``pull`` run: the review and curation jobs, in-process, recorded in
-the project's Dagster instance like any other run."""
+the project's Dagster instance like any other run, each batch under its recorded config."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import dagster as dg
 
 from ptfactory import errors
-from ptfactory.annotators.labelstudio.sync import PullResult, pull
+from ptfactory.annotators.labelstudio.sync import PullResult
 from ptfactory.assets.partitions import BATCH_PARTITIONS_NAME
-from ptfactory.assets.resources import FactoryResource
+from ptfactory.assets.resources import LabelStudioResource, SettingsResource, factory_resources
 from ptfactory.errors import FactoryError, UserInputError
 from ptfactory.pipelines.jobs import CURATION_JOB, REVIEW_JOB
 from ptfactory.pipelines.runner import metadata_values
@@ -57,60 +57,56 @@ def _failed(result: dg.ExecuteInProcessResult) -> str:
 
 
 def push_batches(config_path: Path, batches: list[str] | None = None) -> JobOutcome:
-    """Materialize ``review_queue`` for ``batches`` (default: every batch so far)."""
+    """Materialize ``review_queue`` (the one pusher): the rows the budgets of ``batches`` gave a
+    review slot (default: every batch's), each where its batch's recorded config says."""
     from ptfactory.pipelines.definitions import defs
 
     instance = dg.DagsterInstance.get()
     known = list(instance.get_dynamic_partitions(BATCH_PARTITIONS_NAME))
-    chosen = batches or known
-    unknown = [b for b in chosen if b not in known]
+    unknown = [b for b in batches or [] if b not in known]
     if unknown:
         raise UserInputError(
             f"no batch named {unknown[0]!r}; known batches: {', '.join(known) or 'none (run `ptf run` first)'}"
         )
-    factory = FactoryResource(config_path=str(config_path))
-    store = factory.asset_store()
-    job = defs.resolve_job_def(REVIEW_JOB)
+    resources = factory_resources(str(config_path))
+    settings = SettingsResource(config_path=str(config_path), batch_configs=True)
+    store, admitted = settings.asset_store(), set(settings.review_queue().admitted())
     outcome = JobOutcome()
-    for batch in chosen:
-        if not store.exists("routed_samples", batch):
+    chosen = []
+    for batch in batches or known:
+        if batch not in admitted and not store.exists("routed_samples", batch):
             # a batch of this instance whose outputs live in another home, or were deleted: name it
             # and go on, so one such batch never blocks the others
             outcome.skipped[batch] = f"no stored routed_samples under {store.store.root}"
-            continue
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=batch,
-            raise_on_error=False,
-            run_config=_QUIET,
-            resources={"factory": factory},
-            tags={"ptf/batch": batch},
-        )
-        outcome.runs.append(result.run_id)
-        if not result.success:
-            raise FactoryError(f"pushing batch {batch} failed (run {result.run_id}): {_failed(result)}")
-        outcome.metadata.update(_metadata(result, f"/{batch}"))
+        else:
+            chosen.append(batch)
+    if batches and not chosen:
+        return outcome
+    result = defs.resolve_job_def(REVIEW_JOB).execute_in_process(
+        instance=instance,
+        raise_on_error=False,
+        run_config={**_QUIET, "ops": {"review_queue": {"config": {"batches": chosen if batches else []}}}},
+        resources=resources,
+    )
+    outcome.runs.append(result.run_id)
+    if not result.success:
+        raise FactoryError(f"pushing the review queue failed (run {result.run_id}): {_failed(result)}")
+    outcome.metadata.update(_metadata(result))
     return outcome
 
 
 def pull_and_curate(config_path: Path) -> JobOutcome:
-    """Pull new annotations now (what the sensor does each tick), then run the curation job."""
+    """Pull new annotations now (what the sensor does each tick), then run the curation job, under
+    the newest batch's recorded config (``config_path`` only where no batch recorded one)."""
     from ptfactory.pipelines.definitions import defs
 
-    factory = FactoryResource(config_path=str(config_path))
-    section = factory.config.annotation
-    client = factory.label_studio_client()
-    try:
-        pulled = pull(
-            client, factory.label_ledger(), prefix=section.project_prefix, page_size=section.pull_page
-        )
-    finally:
-        client.close()
+    settings = SettingsResource(config_path=str(config_path), batch_configs=True)
+    pulled = LabelStudioResource(settings=settings).pull()
     result = defs.resolve_job_def(CURATION_JOB).execute_in_process(
         instance=dg.DagsterInstance.get(),
         raise_on_error=False,
         run_config=_QUIET,
-        resources={"factory": factory},
+        resources=factory_resources(str(config_path)),
     )
     if not result.success:
         raise FactoryError(f"curation run {result.run_id} failed: {_failed(result)}")

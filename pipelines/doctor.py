@@ -66,11 +66,18 @@ def _dagster() -> Check:
 
 
 def _sandbox() -> Check:
+    """Which sandbox runs untrusted code with this project's ``sandbox.backend`` (bwrap only where
+    it was chosen: a warning, it is the weaker one)."""
+    from ptfactory.config import load_config
     from ptfactory.filters.execution.select import backend_status
 
-    status = backend_status()
+    root = find_project()
+    config = root / "factory.yaml" if root else None
+    backend = load_config(config).sandbox.backend if config and config.is_file() else "auto"
+    status = backend_status(backend)
     level = {"docker": "ok", "bwrap": "warn"}.get(status.backend or "", "missing")
-    return Check("sandbox backend", level, f"{status.backend or 'none'}: {status.detail}")
+    runs = f"code runs in {status.backend}" if status.backend else "no sandbox can run code"
+    return Check("sandbox backend", level, f"{status.backend or 'none'}: {runs}; {status.detail}")
 
 
 def _label_studio() -> Check:

@@ -8,8 +8,13 @@ plus a few tokens a chat message (``engines/budget.py: estimate_tokens``). Promp
 templates rendered around those texts. Dollars are each engine's tokens at its
 ``price_per_mtok``. A rerun costs less: cache hits are free.
 
+The seeds are the file's and, where factory.yaml's ``seeds.procedural`` names reasoning-gym
+families, the procedural tasks a batch adds to them (drawn here as the run draws them: no model).
+
 Stages: instructions (self-instruct, evol-instruct, code problems), responses, difficulty (the
-student's attempts for pass-rate rows, IFD scoring: two scored requests a row), judges (one
+student's attempts for pass-rate rows: code, and the math rows, whose seed has a reference answer
+the answer or procedural verifier checks; IFD scoring: two scored requests a row, a pass-rate row
+counted there too, as it falls back to IFD when its response states no final answer), judges (one
 request a row per LLM judge: a decoded JSON vote, probability or likelihood scoring; and the
 pairwise comparisons of each instruction's best and worst answer, both orders), and agent
 rollouts where factory.yaml's ``agent.tasks`` names task files (every episode to its step budget).
@@ -77,39 +82,62 @@ def estimate_run(config: FactoryConfig, tasks: list[SeedTask], root: Path = Path
     """One line per stage and part, in the order a run spends them (``root``: factory.yaml's folder,
     where relative agent task files are)."""
     gen = config.generation
+    tasks = [*tasks, *_procedural(config)]
     lines, new_sft, new_code = _instructions(config, tasks)
     lines += _agent(config, root)
     # candidate_responses: every instruction (the seeds' and the new ones) answered n times
     seeds = tasks if gen.include_seeds else []
     wrap = _rendered("respond_code", prompt="")  # a code prompt is asked inside this template
-    sft_prompts = [estimate_tokens(t.prompt) for t in seeds if t.kind == "sft"] + new_sft
-    code_prompts = [wrap + estimate_tokens(t.prompt) for t in seeds if t.kind == "code"]
-    code_prompts += [wrap + p for p in new_code]
+    # the prompts by the difficulty stage's kind: math is an sft seed with a reference answer
+    prompts: dict[str, list[int]] = {"sft": [], "math": [], "code": []}
+    for t in seeds:
+        prompts[_kind(t)].append((wrap if t.kind == "code" else 0) + estimate_tokens(t.prompt))
+    prompts["sft"] += new_sft
+    prompts["code"] += [wrap + p for p in new_code]
     n, answer = gen.responses.n, gen.responses.max_tokens
-    asked = sft_prompts + code_prompts
+    asked = [p for ps in prompts.values() for p in ps]
     prompt = sum(map(_chat, asked))
     where = ("candidate_responses", f"responses (n={n})")
     lines.append(_line(where, config.engines.generator, len(asked), prompt, len(asked) * n * answer))
 
     # each answer row: (its prompt's tokens, its answer's tokens, kind); references are the seeds'
-    rows = [(p, answer, "sft") for p in sft_prompts for _ in range(n)]
-    rows += [(p, answer, "code") for p in code_prompts for _ in range(n)]
+    rows = [(p, answer, kind) for kind, ps in prompts.items() for p in ps for _ in range(n)]
     references = [t for t in seeds if t.response is not None]
     for t in references:
         rows.append(
             (
                 (wrap if t.kind == "code" else 0) + estimate_tokens(t.prompt),
                 estimate_tokens(t.response or ""),
-                t.kind,
+                _kind(t),
             )
         )
-    lines += _difficulty(config, rows, {"sft": sft_prompts, "code": code_prompts})
+    lines += _difficulty(config, rows, prompts)
     # the pairwise candidates: sft instructions with two answers or more (n >= 2, or a reference)
     referenced = [estimate_tokens(t.prompt) for t in references if t.kind == "sft"]
-    pairs = sft_prompts if n >= 2 else referenced if n == 1 else []
+    pairs = prompts["sft"] + prompts["math"] if n >= 2 else referenced if n == 1 else []
     longest = max([answer, *(a for _, a, _ in rows)])
     lines += _judges(config, rows, [p + 2 * longest for p in pairs])
     return lines
+
+
+def _kind(task: SeedTask) -> str:
+    """The difficulty stage's kind of a seed's rows: ``math`` for an sft seed whose reference has an
+    answer (given, marked in its response, or a procedural task's), else its own kind."""
+    if task.kind != "sft":
+        return task.kind
+    reference = task.reference()
+    return "math" if reference is not None and reference.get("answer") is not None else "sft"
+
+
+def _procedural(config: FactoryConfig) -> list[SeedTask]:
+    """The procedural tasks ``seeds.procedural`` adds to every batch's seeds (none where the
+    section is absent or names no family)."""
+    section = getattr(config.seeds, "procedural", None)
+    if section is None or not section.datasets:
+        return []
+    from ptfactory.generators.procedural import procedural_seed_tasks
+
+    return procedural_seed_tasks(section, config.seeds.max_field_chars)
 
 
 def _instructions(
@@ -154,6 +182,8 @@ def _difficulty(
 ) -> list[Estimate]:
     settings, student = config.difficulty, config.engines.student
     methods = {str(k): str(v) for k, v in settings.methods.items()}
+    if "math" not in methods:  # math rows are sft rows, scored as sft is (filters/difficulty/score.py)
+        methods["math"] = methods.get("sft", "none")
     lines = []
     attempts = [p for kind, ps in prompts.items() if methods.get(kind) == "pass_rate" for p in ps]
     if attempts:  # k answers per distinct prompt (code in the sandbox, math by its final number)
@@ -166,7 +196,12 @@ def _difficulty(
                 len(attempts) * settings.k * settings.max_tokens,
             )
         )
-    ifd = [(p, a) for p, a, kind in rows if methods.get(kind) == "ifd"]
+    # a pass-rate row whose response states no final answer is scored by IFD instead: counted here too
+    ifd = [
+        (p, a)
+        for p, a, kind in rows
+        if methods.get(kind) == "ifd" or (kind != "code" and methods.get(kind) == "pass_rate")
+    ]
     if ifd:  # the answer scored after its instruction, and alone (after BOS): prefill only
         read = sum(_chat(p) + a + 1 + a for p, a in ifd)
         lines.append(_line(("difficulty_scored", "IFD scoring (2 a row)"), student, 2 * len(ifd), read, 0))

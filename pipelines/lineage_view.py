@@ -63,6 +63,19 @@ def render_lineage(story: dict[str, Any], console: Console) -> None:
         console.print(where)
     else:
         console.print("[yellow]in no published version[/] (see the last decision above for why)")
+    if story.get("evaluations"):
+        evaluated = Table(
+            "version", "evaluation", "checkpoint", "tasks", "success", title="models trained on it, evaluated"
+        )
+        for e in story["evaluations"]:
+            evaluated.add_row(
+                f"{e['dataset']}@v{e['version']}",
+                e["run_id"][:12],
+                str(e["checkpoint"]),
+                ", ".join(e["tasks"]),
+                f"{e['success_rate']:.3f}" if e["success_rate"] is not None else "n/a",
+            )
+        console.print(evaluated)
     for item in story.get("retractions") or []:
         what = (
             f"dropped from {item['dataset']}@v{item['version']} (v{item['from']} minus the retracted rows)"

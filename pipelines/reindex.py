@@ -13,7 +13,7 @@ __all__ = ["rebuild_dedup_index"]
 
 def rebuild_dedup_index(datasets: DatasetStore, config: FactoryConfig) -> int:
     """Index every published sample again (after a crash, a lost file, or new dedup settings)."""
-    dedup = config.dedup.to_config()
+    dedup = config.dedup
     path = datasets.state_dir / "dedup_index.duckdb"
     path.unlink(missing_ok=True)
     index = PublishedIndex(path, dedup)

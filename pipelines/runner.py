@@ -21,9 +21,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ptfactory.assets.partitions import BATCH_PARTITIONS_NAME
-from ptfactory.assets.resources import FactoryResource
+from ptfactory.assets.resources import SettingsResource, factory_resources
+from ptfactory.assets.resources.settings import record_batch_config
 from ptfactory.config import load_config
 from ptfactory.engines.budget import BUDGET_TAG, LEDGER_FILE, BudgetLedger, effective_budget
+from ptfactory.filters.privacy.seedfiles import SIDECAR, redact_seed_files
 from ptfactory.generators.seeds import read_seeds, seed_files
 from ptfactory.pipelines.jobs import FACTORY_JOB
 from ptfactory.pipelines.summary import drop_reasons
@@ -118,9 +120,17 @@ def run_batch(
     tasks = read_seeds(seeds, config.seeds.max_field_chars)
     files = seed_files(seeds)
     batch = batch or batch_name(files, seeds)
-    factory = FactoryResource(config_path=str(config_path))
-    SeedStore(factory.resolved_home).stage(files, batch)
-    console.print(f"[bold]batch[/] {batch}: {len(tasks)} seed tasks from {seeds}")
+    settings = SettingsResource(config_path=str(config_path))
+    home = settings.resolved_home
+    # personal data and secrets are redacted before the seeds are staged: no copy keeps a raw value
+    redacted = redact_seed_files(files, config.privacy)
+    SeedStore(home).stage(files, batch, redacted.contents, {SIDECAR: redacted.sidecar()})
+    # the batch keeps the config it runs under: whatever acts on it later uses this one
+    recorded = record_batch_config(home, batch, config_path)
+    console.print(f"[bold]batch[/] {batch}: {len(tasks)} seed tasks from {seeds} (config {recorded.hash})")
+    if redacted.found:
+        found = ", ".join(f"{count} {kind}" for kind, count in sorted(redacted.found.items()))
+        console.print(f"  redacted before staging: {found} (types and counts in the rows' decisions)")
 
     from ptfactory.pipelines.definitions import defs
 
@@ -149,7 +159,7 @@ def run_batch(
                 raise_on_error=False,
                 # the progress display replaces Dagster's console log; the full log is in the instance
                 run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
-                resources={"factory": factory},
+                resources=factory_resources(str(config_path)),
                 tags={"ptf/batch": batch, _PID_TAG: _owner(), **tags},
             )
         except BaseException as exc:
@@ -183,10 +193,10 @@ def run_batch(
         raise holder["error"]
     outcome.success = bool(holder["result"].success)
     outcome.wall_s = time.monotonic() - began
-    store = AssetStore(factory.resolved_home)
+    store = AssetStore(home)
     if store.exists("routed_samples", batch):
         outcome.drops = dict(drop_reasons(store.read("routed_samples", batch)).most_common())
-    ledger = BudgetLedger(factory.state_dir / LEDGER_FILE)
+    ledger = BudgetLedger(settings.state_dir / LEDGER_FILE)
     spent = ledger.spent(run_id=run_id)
     outcome.spent_tokens, outcome.spent_usd = spent.tokens, round(spent.usd, 6)
     outcome.budget_stops = ledger.stops(run_id)

@@ -1,13 +1,19 @@
 """``human_labels_sensor``: what experts do in Label Studio flows back without anyone asking.
 
-Every ``annotation.curation_interval_s`` (30 s by default) an evaluation first pushes routed rows that never reached Label Studio (it was down when
-their batch was routed), so the review queue catches up by itself once the server is back; then it
-pulls annotations touched since the ledger's watermark (incremental, page by page, each page
-committed with its watermark), and when the log grew it requests a run that
-materializes ``human_labels`` → ``curated_samples`` → the datasets. The sensor's cursor is the
-log's last sequence number, so a restarted daemon neither misses nor repeats a run. One
-evaluation requests at most one run, so labels arriving in a burst start one curation run per
-interval, not one per label (the debounce).
+Every ``annotation.curation_interval_s`` (30 s by default) an evaluation first delivers review-queue
+rows that hold a slot but never reached Label Studio (it was down when their batch was routed) —
+through the one pusher the ``review_queue`` asset and ``ptf annotate push`` use, which reads the
+queue's index of pending rows, never the routed files — so the review queue catches up by itself
+once the server is back; then it pulls annotations touched since the ledger's watermark
+(incremental, page by page, each page committed with its watermark), and when the log grew it
+requests a run that materializes ``human_labels`` → ``curated_samples`` → the datasets. Each batch's
+rows go where that batch's recorded config says, and the curation run acts under the newest batch's
+config (assets/resources/settings.py), whatever factory.yaml is current. A tick reads each batch's
+recorded config once, however many of its rows it pushes (the resources live for one evaluation
+and cache by batch), and again on the next tick, so a batch rerun under another config is seen.
+The sensor's cursor is the log's last sequence number, so a restarted daemon neither misses nor
+repeats a run. One evaluation requests at most one run, so labels arriving in a burst start one
+curation run per interval, not one per label (the debounce).
 """
 
 from __future__ import annotations
@@ -17,59 +23,29 @@ from pathlib import Path
 
 import dagster as dg
 
-from ptfactory.annotators.labelstudio.client import LabelStudioClient
-from ptfactory.annotators.labelstudio.ledger import Ledger
-from ptfactory.annotators.labelstudio.sync import pull, push, review_rows
-from ptfactory.assets.resources import FactoryResource
-from ptfactory.config import AnnotationSection, load_config
+from ptfactory.annotators.labelstudio.settings import AnnotationConfig
+from ptfactory.assets.resources.labelstudio import LabelStudioResource
+from ptfactory.config import load_config
 from ptfactory.errors import AnnotationError
 from ptfactory.home import project_root
 from ptfactory.pipelines.jobs import CURATION_JOB
-from ptfactory.storage.assetstore import AssetStore
 
 SENSOR_NAME = "human_labels_sensor"
 
 
-def sync_review_queue(factory: FactoryResource, client: LabelStudioClient, ledger: Ledger) -> int:
-    """Push routed rows no push has delivered (Label Studio was down when their batch ran, or the
-    review job was never run); returns how many tasks were created."""
-    store = AssetStore(factory.resolved_home)
-    rows = []
-    for path in store.files("routed_samples"):
-        rows.extend(review_rows(store.read_file(path)))
-    if not rows:
-        return 0
-    result = push(
-        client,
-        ledger,
-        rows,
-        prefix=factory.config.annotation.project_prefix,
-        accept_at=factory.config.routing.accept_at,
-        batch_size=factory.config.annotation.push_batch,
-    )
-    return result.total_created
-
-
 def evaluate(
-    context: dg.SensorEvaluationContext, factory: FactoryResource
+    context: dg.SensorEvaluationContext, label_studio: LabelStudioResource
 ) -> dg.SensorResult | dg.SkipReason:
-    section = factory.config.annotation
-    ledger = factory.label_ledger()
+    ledger = label_studio.ledger()
     try:
-        client = factory.label_studio_client()
-    except AnnotationError as exc:
-        return dg.SkipReason(str(exc))
-    try:
-        queued = sync_review_queue(factory, client, ledger)
-        if queued:
-            context.log.info(f"pushed {queued} review tasks that were waiting for Label Studio")
-        result = pull(client, ledger, prefix=section.project_prefix, page_size=section.pull_page)
+        queued = label_studio.push_queue()
+        if queued.total_created:
+            context.log.info(f"pushed {queued.total_created} review tasks that were waiting for Label Studio")
+        result = label_studio.pull()
     except AnnotationError as exc:
         # what was committed before the server went away stays; the next tick resumes from there
         context.log.warning(str(exc))
         return dg.SkipReason(f"Label Studio unreachable: {exc}")
-    finally:
-        client.close()
     last = ledger.last_seq()
     previous = int(context.cursor) if context.cursor else 0
     if last <= previous:
@@ -87,7 +63,7 @@ def configured_interval() -> int:
     if not path.is_absolute():
         path = project_root() / path
     if not path.exists():
-        return AnnotationSection().curation_interval_s
+        return AnnotationConfig().curation_interval_s
     return load_config(path).annotation.curation_interval_s
 
 
@@ -103,9 +79,9 @@ def build_label_sensor(interval_s: int) -> dg.SensorDefinition:
         ),
     )
     def human_labels_sensor(
-        context: dg.SensorEvaluationContext, factory: FactoryResource
+        context: dg.SensorEvaluationContext, label_studio: LabelStudioResource
     ) -> dg.SensorResult | dg.SkipReason:
-        return evaluate(context, factory)
+        return evaluate(context, label_studio)
 
     return human_labels_sensor
 

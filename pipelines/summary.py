@@ -1,4 +1,5 @@
-"""The table `ptf run` ends with: rows per stage, drops per reason, tokens, estimated cost, wall time."""
+"""The table `ptf run` ends with: rows per stage, drops per reason, tokens, estimated cost, wall time;
+and what the panel did on the batch: each verifier's verdicts and each judge's batch weight."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["StageLine", "drop_reasons", "stage_lines"]
+from ptfactory.annotators.judges.weights import MIN_AUC  # under it: weight 0 for the batch, flagged
+
+__all__ = ["StageLine", "drop_reasons", "judge_weight_lines", "stage_lines", "verifier_lines"]
 
 # the graph's order; assets a run did not materialize are left out
 STAGES = (
@@ -16,6 +19,7 @@ STAGES = (
     "candidate_instructions",
     "candidate_responses",
     "deduplicated_samples",
+    "decontaminated_samples",
     "execution_validated",
     "difficulty_scored",
     "judged_samples",
@@ -24,6 +28,7 @@ STAGES = (
     "curated_samples",
     "sft_dataset",
     "preference_dataset",
+    "rl_dataset",
 )
 
 
@@ -66,3 +71,38 @@ def drop_reasons(table: pa.Table) -> Counter[str]:
                 counts[f"{decision['stage']}: {decision['reason']}"] += 1
                 break
     return counts
+
+
+def verifier_lines(judged: dict[str, Any]) -> list[str]:
+    """One line per verifier that applied to a row of the batch: its pass / fail / abstain counts
+    (``judged_samples``' ``verifier_verdicts``)."""
+    verdicts = judged.get("verifier_verdicts") or {}
+    order = ("pass", "fail", "partial", "no_answer", "abstain")
+    lines = []
+    for name, counts in verdicts.items():
+        if not counts:
+            continue
+        ranked = sorted(counts.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else 9, kv[0]))
+        lines.append(f"{name}: " + ", ".join(f"{verdict} {n}" for verdict, n in ranked))
+    return lines
+
+
+def judge_weight_lines(judged: dict[str, Any]) -> list[str]:
+    """One line per judge: its weight on the batch, where it came from (its AUC against the
+    verifiers on the batch's generated rows, the persisted weight of its identity, or none), and a
+    flag when the batch measured it under the AUC floor (``judged_samples``' ``judge_weights``)."""
+    lines = []
+    for name, w in (judged.get("judge_weights") or {}).items():
+        said = f"{name}: weight {float(w['weight']):g} ({w['source']}"
+        if w.get("auc") is not None:
+            interval = f" [{w['low']:.2f}, {w['high']:.2f}]" if w.get("low") is not None else ""
+            said += f", AUC {float(w['auc']):.2f}{interval} on {w['positives']}+/{w['negatives']}-"
+        said += ")"
+        if w.get("flagged"):
+            said += f" FLAGGED: AUC under {MIN_AUC}, not counted on this batch"
+        if w.get("constant"):
+            said += "; constant on the batch: out of the mean"
+        if w.get("left_out"):
+            said += "; left out: too few counted votes"
+        lines.append(said)
+    return lines

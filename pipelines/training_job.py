@@ -1,9 +1,16 @@
-"""``train_sft``: launch a training run from the Dagster UI (Launchpad), recorded like any run."""
+"""``train_sft``: launch a training run from the Dagster UI (Launchpad), recorded like any run.
+
+The job is train then evaluate: ``evaluate_checkpoint_op`` runs ``ptf eval``'s library on the
+checkpoint the training op wrote (default tasks: the trained version's verifiable validation rows),
+stores the report beside the checkpoint and records it in the catalog, so ``ptf datasets show``
+lists it under the version. Evaluation is a step of this job, not an asset: a checkpoint is a run's
+output, not a partition of the factory's data.
+"""
 
 import dagster as dg
 from pydantic import Field
 
-from ptfactory.assets.resources import FactoryResource
+from ptfactory.assets.resources.settings import SettingsResource
 from ptfactory.training.config import TrainConfig, help_for
 from ptfactory.training.run import train
 
@@ -21,9 +28,9 @@ class TrainSftConfig(dg.Config):
 
 @dg.op(description="SFT over TRL on a pinned dataset version; lineage to ptf_lineage.json and the catalog.")
 def train_sft_op(
-    context: dg.OpExecutionContext, config: TrainSftConfig, factory: FactoryResource
+    context: dg.OpExecutionContext, config: TrainSftConfig, settings: SettingsResource
 ) -> dg.Output[str]:
-    output = config.output or str(factory.state_dir / "trained" / context.run_id)
+    output = config.output or str(settings.state_dir / "trained" / context.run_id)
     result = train(
         TrainConfig(
             kind="sft",
@@ -36,7 +43,7 @@ def train_sft_op(
             max_length=config.max_length,
             bf16=config.bf16,
         ),
-        factory.datasets(),
+        settings.datasets(),
         say=context.log.info,
     )
     metadata: dict[str, dg.RawMetadataValue] = {
@@ -49,8 +56,65 @@ def train_sft_op(
     return dg.Output(str(result.output), metadata=metadata)
 
 
+class EvaluateConfig(dg.Config):
+    tasks: list[str] = Field(
+        default_factory=list,
+        description="task specs as `ptf eval --tasks` takes them; empty: the trained version's validation "
+        "split (skipped, with a note, when none of its rows can be verified)",
+    )
+    rollouts: int = Field(1, ge=1, description="answers per task")
+    max_tokens: int = Field(256, ge=1, description="tokens per answer")
+    seed: int = Field(0, ge=0, description="sampling seed")
+
+
+@dg.op(
+    description="Evaluate the trained checkpoint on verifiable tasks; report beside it, linked in lineage."
+)
+def evaluate_checkpoint_op(
+    context: dg.OpExecutionContext, config: EvaluateConfig, settings: SettingsResource, checkpoint: str
+) -> dg.Output[str | None]:
+    from ptfactory.errors import UserInputError
+    from ptfactory.filters.execution import open_sandbox
+    from ptfactory.training.eval.config import EvalSection
+    from ptfactory.training.eval.evaluate import evaluate
+    from ptfactory.training.eval.model import resolve_model
+
+    model = resolve_model(checkpoint)
+    trained = (model.lineage or {}).get("dataset") or {}
+    specs = list(config.tasks) or [f"{trained.get('ref')}:validation"]
+    sampling = EvalSection(rollouts=config.rollouts, max_tokens=config.max_tokens, seed=config.seed)
+    box = settings.config.sandbox
+    try:
+        result = evaluate(
+            model,
+            specs,
+            sampling,
+            cache_path=settings.state_dir / "cache" / "responses.sqlite",
+            sandbox=lambda: open_sandbox(box.limits(), box.workers, box.backend),
+            policy=settings.config.agent.command_policy(),
+            datasets=settings.datasets(),
+            say=context.log.info,
+        )
+    except UserInputError as exc:
+        if config.tasks:
+            raise
+        context.log.warning(f"not evaluated: {exc}")  # the default tasks: no verifiable validation rows
+        return dg.Output(None, metadata={"evaluated": False, "why": str(exc)})
+    overall = result.overall
+    metadata: dict[str, dg.RawMetadataValue] = {
+        "evaluated": True,
+        "eval_run_id": result.run_id,
+        "tasks": ", ".join(specs),
+        "success_rate": float(overall["success_rate"] or 0.0),
+        "ci95": str(overall["ci95"]),
+        "report": dg.MetadataValue.path(str(result.paths[-1])),
+    }
+    return dg.Output(str(result.paths[-1]), metadata=metadata)
+
+
 @dg.job(
-    name="train_sft", description="Train SFT on a dataset version (set dataset/model/steps in the Launchpad)."
+    name="train_sft",
+    description="Train SFT on a dataset version, then evaluate the checkpoint (set both in the Launchpad).",
 )
 def train_sft_job() -> None:
-    train_sft_op()
+    evaluate_checkpoint_op(train_sft_op())

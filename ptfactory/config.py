@@ -12,22 +12,29 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
+from ptfactory.annotators.labelstudio.settings import AnnotationConfig
 from ptfactory.annotators.routing import RoutingConfig
 from ptfactory.engines.budget import BudgetConfig
 from ptfactory.engines.spec import EngineSpec
 from ptfactory.errors import ConfigError
+from ptfactory.filters.decontamination.config import DecontaminationConfig
 from ptfactory.filters.dedup.core import DedupConfig
+from ptfactory.filters.dedup.semantic import SemanticDedupConfig
 from ptfactory.filters.difficulty import DifficultyConfig
-from ptfactory.filters.execution.limits import Limits
+from ptfactory.filters.execution.limits import SandboxConfig
+from ptfactory.filters.execution.validate import ExecutionConfig
+from ptfactory.filters.privacy.config import PrivacyConfig
 from ptfactory.generators.agent.settings import AgentSection
 from ptfactory.generators.config import GenerationConfig
 from ptfactory.panel_config import JudgeSpec, JudgingSection, default_judges, judge_family, model_family
 from ptfactory.section import Section
+from ptfactory.training.eval.config import EvalSection
+from ptfactory.training.rl_config import RLSection
 
 __all__ = [
     "DatasetsConfig",
@@ -66,41 +73,6 @@ class DatasetsConfig(Section):
     )
 
 
-class DedupSection(Section):
-    threshold: float = Field(
-        0.8, gt=0, le=1, description="Jaccard of word n-gram sets that makes a duplicate"
-    )
-    num_perm: int = Field(128, ge=16, le=1024, description="MinHash signature length")
-    ngram: int = Field(5, ge=1, le=20, description="words per shingle")
-    seed: int = 1
-    against_published: bool = Field(True, description="also drop near duplicates of published samples")
-
-    def to_config(self) -> DedupConfig:
-        return DedupConfig(threshold=self.threshold, num_perm=self.num_perm, ngram=self.ngram, seed=self.seed)
-
-
-class SandboxSection(Section):
-    backend: Literal["auto", "docker", "bwrap"] = Field(
-        "auto", description="auto: Docker if an engine answers"
-    )
-    workers: int | None = Field(None, gt=0, description="warm containers / concurrent jobs; default: cores")
-    timeout_s: float = Field(10.0, gt=0, le=600)
-    memory_mb: int = Field(256, ge=32)
-    pids: int = Field(64, ge=8)
-    cpus: float = Field(1.0, gt=0)
-    output_bytes: int = Field(1 << 20, gt=0)
-    jobs_per_container: int = Field(100, gt=0, description="recycle a container after this many jobs")
-
-    def limits(self) -> Limits:
-        return Limits(
-            timeout_s=self.timeout_s,
-            memory_mb=self.memory_mb,
-            pids=self.pids,
-            cpus=self.cpus,
-            output_bytes=self.output_bytes,
-        )
-
-
 class RaySection(Section):
     address: str = Field(
         "",
@@ -129,114 +101,30 @@ class EnginesConfig(Section):
     )
 
 
-Kind = Literal["sft", "code", "preference"]
-Method = Literal["pass_rate", "ifd", "none"]
-
-
-def _default_methods() -> dict[Kind, Method]:
-    return {"code": "pass_rate", "sft": "ifd", "preference": "none"}
-
-
-class DifficultySection(Section):
-    methods: dict[Kind, Method] = Field(default_factory=_default_methods)
-    k: int = Field(4, ge=1, le=64, description="student attempts per row (pass_rate)")
-    max_pass_rate: float = Field(0.75, ge=0, le=1, description="above: too_easy")
-    temperature: float = Field(0.8, ge=0, le=2)
-    max_tokens: int = Field(384, gt=0)
-    ifd_min: float = Field(0.0, ge=0, description="absolute floor, IFD below: too_easy (0: none, IFD > 0)")
-    ifd_max: float = Field(1.0, gt=0, description="IFD at or above: instruction_unhelpful")
-    ifd_low_quantile: float = Field(
-        0.1, ge=0, lt=1, description="IFD below the batch's quantile: too_easy (0: none)"
-    )
-    ifd_high_quantile: float = Field(
-        1.0, gt=0, le=1, description="IFD above the batch's quantile: instruction_unhelpful (1: none)"
-    )
-    ifd_band_min_rows: int = Field(
-        20, ge=1, description="fewer IFD-scored rows in a batch: the absolute band (ifd_min, ifd_max) only"
-    )
-
-    def to_config(self) -> DifficultyConfig:
-        return DifficultyConfig(
-            methods={str(k): str(v) for k, v in self.methods.items()},
-            k=self.k,
-            max_pass_rate=self.max_pass_rate,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            ifd_min=self.ifd_min,
-            ifd_max=self.ifd_max,
-            ifd_low_quantile=self.ifd_low_quantile,
-            ifd_high_quantile=self.ifd_high_quantile,
-            ifd_band_min_rows=self.ifd_band_min_rows,
-        )
-
-
-class RoutingSection(Section):
-    accept_at: float = Field(7.0, ge=1, le=10, description="auto-accept at or above this judge mean...")
-    max_spread: float = Field(3.0, ge=0, le=9, description="...when the judges disagree by at most this")
-    reject_at: float = Field(3.0, ge=1, le=10, description="auto-reject at or below this judge mean")
-    review_budget: int = Field(50, ge=0, description="rows per batch sent to expert review")
-    silent: Literal["review", "accept", "reject"] = Field(
-        "review",
-        description=(
-            "rows no judge could score, and rows that waited max_wait_batches for a review slot: "
-            "review (routed, over budget) | accept | reject"
-        ),
-    )
-    max_wait_batches: int = Field(
-        3, ge=1, description="batches a row may wait for a review slot before it gets the `silent` verdict"
-    )
-    audit_rate: float = Field(
-        0.02, ge=0, le=1, description="share of auto-accepted/rejected rows sent to blind audit review"
-    )
-    audit_budget: int = Field(5, ge=0, description="audit rows per batch (their own budget)")
-
-    def to_config(self) -> RoutingConfig:
-        return RoutingConfig(
-            self.accept_at,
-            self.max_spread,
-            self.reject_at,
-            self.review_budget,
-            self.silent,
-            max_wait_batches=self.max_wait_batches,
-            audit_rate=self.audit_rate,
-            audit_budget=self.audit_budget,
-        )
-
-
-class AnnotationSection(Section):
-    url: str | None = Field(
-        None,
-        description="an existing Label Studio (its token in token_env); default: the one `ptf annotate up` runs",
-    )
-    port: int = Field(8080, ge=1, le=65535, description="port of the Label Studio `ptf annotate up` runs")
-    token_env: str = Field("PTF_LS_TOKEN", description="env var holding the API token")
-    project_prefix: str = Field("ptf review", min_length=1, description="project title: '<prefix>: <queue>'")
-    push_batch: int = Field(200, gt=0, description="tasks per import request")
-    pull_page: int = Field(100, gt=0, le=1000, description="tasks per page when pulling annotations")
-    curation_interval_s: int = Field(
-        30,
-        ge=5,
-        le=86_400,
-        description="the label sensor's interval: it pulls and starts at most one curation run per interval",
-    )
-
-
 class FactoryConfig(Section):
     seeds: SeedsConfig = SeedsConfig()
     storage: StorageConfig = StorageConfig()
     datasets: DatasetsConfig = DatasetsConfig()
     engines: EnginesConfig = EnginesConfig()
     generation: GenerationConfig = GenerationConfig()
-    dedup: DedupSection = DedupSection()
-    sandbox: SandboxSection = SandboxSection()
-    difficulty: DifficultySection = DifficultySection()
+    privacy: PrivacyConfig = PrivacyConfig()  # filters/privacy: seeds, generations, remote requests
+    dedup: DedupConfig = DedupConfig()
+    semantic_dedup: SemanticDedupConfig = SemanticDedupConfig()  # filters/dedup/semantic.py
+    decontamination: DecontaminationConfig = DecontaminationConfig()  # filters/decontamination
+    sandbox: SandboxConfig = SandboxConfig()
+    execution: ExecutionConfig = ExecutionConfig()  # filters/execution/validate.py: sandbox faults
+    difficulty: DifficultyConfig = DifficultyConfig()
     judges: list[JudgeSpec] = Field(default_factory=default_judges, min_length=1, validate_default=True)
     judging: JudgingSection = JudgingSection()
-    routing: RoutingSection = RoutingSection()
-    annotation: AnnotationSection = AnnotationSection()
+    routing: RoutingConfig = RoutingConfig()
+    annotation: AnnotationConfig = AnnotationConfig()
     scale: ScaleSection = ScaleSection()
     budget: BudgetConfig = Field(BudgetConfig(), exclude=True)  # engines/budget.py; not in the hash
     agent: AgentSection = AgentSection()  # keys documented in generators/agent/settings.py
+    rl: RLSection = RLSection()  # training/rl_config.py: which rows the rl dataset keeps (hashed)
+    # ptf eval's sampling and report (training/eval/config.py); how a model is measured, not what
+    # a version holds: not in the hash
+    eval: EvalSection = Field(EvalSection(), exclude=True)
 
     @field_validator("judges")
     @classmethod

@@ -1,25 +1,50 @@
-"""The judge panel's part of factory.yaml: ``judges`` (one :class:`JudgeSpec` each) and ``judging``;
-model families, which the panel records per judge and the self-preference warning compares.
+"""The judge panel's part of factory.yaml: ``judges`` (one :class:`JudgeSpec` each) and ``judging``
+(the verifiers that go first, the counted-share floor, the verified-row sample), and
+:func:`build_panel`, which makes the :class:`~ptfactory.annotators.judges.Panel` from them.
 
-Re-exported by :mod:`ptfactory.config`, where the whole file's model lives.
+``type: execution`` is kept as a thin alias: such a judge is the code verifier under the judge's
+name (it decides code rows from the sandbox's run, as it always graded them), and it takes the
+place of ``code`` in ``judging.verifiers``. Re-exported by :mod:`ptfactory.config`, where the whole
+file's model lives.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from ptfactory.annotators.judges import CalibrationStore, Judge, LLMJudge, Panel, RelevanceJudge, VerifierSet
+from ptfactory.annotators.judges.identity import model_family
+from ptfactory.annotators.judges.report import self_preference_warning
+from ptfactory.engines.base import Engine
 from ptfactory.engines.spec import EngineSpec
+from ptfactory.filters.execution.base import Sandbox
+from ptfactory.filters.execution.limits import Limits
 from ptfactory.section import Section
 
-__all__ = ["JudgeSpec", "JudgingSection", "default_judges", "judge_family", "model_family"]
+__all__ = [
+    "JudgeSpec",
+    "JudgingSection",
+    "build_panel",
+    "default_judges",
+    "judge_family",
+    "model_family",
+    "panel_warning",
+]
 
 
 class JudgeSpec(Section):
     name: str = Field(pattern=r"^[a-z0-9_-]{1,40}$")
-    type: Literal["llm", "relevance", "execution"] = "llm"
+    type: Literal["llm", "relevance", "execution"] = Field(
+        "llm",
+        description=(
+            "llm | relevance (embedding) | execution: the code verifier under this name (an alias "
+            "kept for existing files; the verifiers are listed in judging.verifiers)"
+        ),
+    )
     engine: EngineSpec | None = Field(None, description="llm judges: the engine and model")
     family: str | None = Field(
         None,
@@ -58,18 +83,6 @@ class JudgeSpec(Section):
         return prompt
 
 
-_FAMILY = re.compile(r"[a-z]+(?:[-_]?\d+(?:\.\d+)?(?=$|[-_.]))?")
-
-
-def model_family(model_id: str) -> str:
-    """A model's family from its name: ``SmolLM2-135M-Instruct`` -> ``smollm2``, ``gemma-3-270m-it``
-    -> ``gemma3``, ``Qwen2.5-0.5B`` -> ``qwen2.5``, ``mistral-7b`` -> ``mistral``."""
-    base = model_id.rstrip("/").rsplit("/", 1)[-1].lower()
-    match = _FAMILY.match(base)
-    family = match.group(0) if match else re.sub(r"[^a-z0-9_.-]", "-", base)
-    return family.replace("-", "").replace("_", "")[:40] or "unknown"
-
-
 def judge_family(spec: JudgeSpec, generator: EngineSpec) -> str:
     """``spec.family`` if given; else embedding / execution for those types, and for llm judges the
     family of their model (the generator's when they name no engine, as the panel does)."""
@@ -94,20 +107,105 @@ def default_judges() -> list[JudgeSpec]:
             family="gemma3",
             prompt="completion",  # a base model: no chat template
             scoring="likelihood",
-            # Gemma's 262k-token vocabulary spreads probability thinner than SmolLM2's 49k: on the
-            # demo batch the median Min-K% statistic was -4.66 against SmolLM2's -3.21, so its
-            # borderline point sits 1.5 lower and the two families' votes share one scale
-            likelihood_center=-5.0,
+            # its borderline point (score 5.5): the median Min-K% statistic it gives on the current
+            # default engine over the judge bench's rows (bench/judges.py, docs/judges.md): -3.8 on
+            # the generator's own answers, -4.4 on GSM8K and -4.1 on WritingBench references;
+            # calibration moves it per identity (the store's centre)
+            likelihood_center=-4.0,
         ),
         JudgeSpec(name="minilm-relevance", type="relevance"),
-        JudgeSpec(name="execution", type="execution"),
     ]
 
 
+VerifierKind = Literal["code", "answer", "procedural", "constraints", "agent", "consistency"]
+_VERIFIERS: list[VerifierKind] = ["code", "answer", "procedural", "constraints", "agent", "consistency"]
+
+
 class JudgingSection(Section):
+    verifiers: list[VerifierKind] = Field(
+        default_factory=lambda: list(_VERIFIERS),
+        description=(
+            "verifiers that go first in the panel and decide where a check exists: code (tests in "
+            "the sandbox), answer (the final answer against a reference, math-verify), procedural "
+            "(reasoning-gym scorers), constraints (IFEval checks), agent (the episode's check re-run), "
+            "consistency (rows without a reference: sampled answers that mark different final "
+            "answers go to review)"
+        ),
+    )
     min_counted_share: float = Field(
         0.95, ge=0, le=1, description="a judge counting fewer of its votes fails its check and is left out"
     )
     calibration_min_labels: int = Field(
-        20, ge=1, description="expert labels needed before judges are weighted by their reliability"
+        20, ge=1, description="expert labels needed before a calibration fit moves a judge's weight and cut"
+    )
+    probe: bool = Field(
+        True,
+        description=(
+            "run the judge probe (ptf judge-probe) once per panel identity as judged_samples' "
+            "check (cached under the state dir): it fails when the panel can be fooled"
+        ),
+    )
+    verified_sample: int = Field(
+        1000,
+        ge=10,
+        description=(
+            "verifier-decided rows per batch the LLM/embedding judges still score (generated rows "
+            "first), so their weight can be measured against the verifiers"
+        ),
+    )
+
+
+def panel_warning(judges: list[JudgeSpec], generator: EngineSpec) -> str | None:
+    """The self-preference warning: fires when ANY judge shares the generator's family."""
+    families: dict[str, str | None] = {j.name: judge_family(j, generator) for j in judges if j.type == "llm"}
+    return self_preference_warning(families, {model_family(generator.model_id)})
+
+
+def build_panel(
+    judges: list[JudgeSpec],
+    judging: JudgingSection,
+    generator: EngineSpec,
+    *,
+    engine: Callable[[str, EngineSpec], Engine],
+    sandbox: Callable[[], Sandbox] | None = None,
+    limits: Limits | None = None,
+    store: CalibrationStore | Path | None = None,
+) -> Panel:
+    """The panel of factory.yaml: ``judging.verifiers`` first (a ``type: execution`` judge is the code
+    verifier under its name), then the LLM and embedding judges, each with its family (for
+    self-abstention); ``engine(name, spec)``: the engine of an LLM judge (shared per spec by the
+    caller); ``sandbox``: opens the sandbox when a batch needs one; ``store``: the calibration store
+    (or the state dir holding it) its persisted weights, cuts and centres come from."""
+    members: list[tuple[str, str]] = [(str(kind), str(kind)) for kind in judging.verifiers]
+    made: list[Judge] = []
+    for spec in judges:
+        if spec.type == "execution":
+            members = [(spec.name, "code") if kind == "code" else (n, kind) for n, kind in members]
+            if all(kind != "code" for _, kind in members):
+                members.insert(0, (spec.name, "code"))
+        elif spec.type == "relevance":
+            made.append(RelevanceJudge(spec.name, family=judge_family(spec, generator)))
+        else:
+            engine_spec = spec.engine or generator
+            judge = LLMJudge(
+                spec.name,
+                family=judge_family(spec, generator),
+                engine=engine(spec.name, engine_spec),
+                rubric=spec.rubric,
+                max_tokens=spec.max_tokens,
+                scoring=spec.scoring,
+                prompt_style=spec.prompt,
+                likelihood_center=spec.likelihood_center,
+                likelihood_scale=spec.likelihood_scale,
+            )
+            judge.stats.price_per_mtok = engine_spec.price_per_mtok
+            made.append(judge)
+    if isinstance(store, Path):
+        store = CalibrationStore.under(store)
+    return Panel(
+        made,
+        VerifierSet(members, sandbox, limits),
+        min_counted_share=judging.min_counted_share,
+        store=store,
+        verified_sample=judging.verified_sample,
     )

@@ -28,8 +28,17 @@ if [ "$status" -ne 0 ]; then
   exit "$status" # ptf run's own code (3: the budget stopped it)
 fi
 step "ptf run (the factory)"
-# the pull reads the published version alone: it runs beside the push
-$ptf pull sft@latest --to .ptf/pulled/sft-latest --force >.ptf/pulled-demo.log 2>&1 &
+# the pull reads the published version alone: it runs beside the push. sft when the run published
+# one; with no row auto-accepted (every sft row waits for review) the first kind it did publish.
+kind=$($ptf datasets list --json | .venv/bin/python -c '
+import json, sys
+kinds = [d["dataset"] for d in json.load(sys.stdin)]
+print("sft" if "sft" in kinds else (kinds[0] if kinds else ""))')
+if [ -z "$kind" ]; then
+  echo "demo: the run published no version (see the run summary above)" >&2
+  exit 1
+fi
+$ptf pull "$kind@latest" --to ".ptf/pulled/$kind-latest" --force >.ptf/pulled-demo.log 2>&1 &
 pulled=$!
 if ! wait $up; then
   cat .ptf/annotation/demo-up.log >&2
@@ -44,7 +53,7 @@ if ! wait $pulled; then
   exit 1
 fi
 cat .ptf/pulled-demo.log
-step "ptf pull sft@latest (beside push)"
+step "ptf pull $kind@latest (beside push)"
 scripts/demo-ui.sh
 step "the Dagster UI answering"
 $ptf datasets list

@@ -9,7 +9,7 @@ need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v bwrap >/dev/null || need+=(bubblewrap)
-# the engine builds its packed-weights kernel with the machine's C compiler (engines/packed_linear.py)
+# pip builds pycosat (reasoning-gym's) from source at install time: a C compiler then, none at run time
 command -v cc >/dev/null || need+=(gcc)
 # PTF_SETUP_FOR=demo (make demo): only what the demo runs; the rest is for the tests
 if [ "${PTF_SETUP_FOR:-test}" != demo ]; then

@@ -46,6 +46,8 @@ def fast_factory_yaml(model: Path) -> str:
         f"judges:\n  - {{name: execution, type: execution}}\n"
         f"  - {{name: tiny, type: llm, engine: {{model: {model}}}, max_tokens: 8}}\n"
         "routing: {accept_at: 1, max_spread: 9, reject_at: 1, silent: accept, audit_rate: 0}\n"
+        # the judge probe check has its own test (tests/assets/test_panel_probe_check.py)
+        "judging: {probe: false}\n"
     )
 
 

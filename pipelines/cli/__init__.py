@@ -10,11 +10,15 @@ module             commands
 ``datasets_gc``    ``ptf datasets gc``
 ``pull``           ``ptf pull``, ``ptf lineage``
 ``files``          ``ptf dedup``, ``ptf validate``
+``decontaminate``  ``ptf decontaminate`` (a table file or a published version vs benchmarks)
 ``sandbox``        ``ptf sandbox build|run``
 ``agent``          ``ptf agent run|replay``
+``seeds``          ``ptf seeds procedural``
 ``annotate``       ``ptf annotate up|down|status|adduser|push|pull``
 ``train``          ``ptf train``
+``eval``           ``ptf eval``
 ``judge``          ``ptf judge``
+``judge_probe``    ``ptf judge-probe`` (attacks on the configured panel)
 ``ui``             ``ptf ui``, ``ptf doctor``
 =================  ===========================================================
 
@@ -42,11 +46,15 @@ from ptfactory.pipelines.cli import (  # noqa: F401 - imported for their registr
     datasets_gc,
     pull,
     files,
+    decontaminate,
     judge,
+    judge_probe,
     sandbox,
     agent,
+    seeds,
     annotate,
     train,
+    eval,
     ui,
 )
 # isort: on

@@ -98,9 +98,9 @@ def datasets() -> Any:
 # What runs outside a project: scaffolding one, filters over files, the sandbox, the doctor. The data
 # commands also run anywhere once PTF_HOME says where the data is (a trainer pulling from a store);
 # `ptf judge` once --config names the panel (or PTF_HOME says where models and the cache go).
-_ANYWHERE = {"init", "dedup", "validate", "sandbox", "doctor"}
+_ANYWHERE = {"init", "dedup", "validate", "sandbox", "doctor", "seeds", "decontaminate", "eval"}
 _WITH_HOME = {"datasets", "pull", "lineage", "train"}
-_WITH_CONFIG = {"judge"}
+_WITH_CONFIG = {"judge", "judge-probe"}
 
 
 @app.callback()

@@ -41,7 +41,7 @@ def _pool(config: Path, workers: int | None, policy: CommandPolicy, episodes: in
     loaded = load_config(config_path(config))
     settings = loaded.sandbox
     live = workers or loaded.agent.live_episodes(episodes, settings.workers)
-    sandbox = open_sandbox(settings.limits(), live, settings.backend)
+    sandbox = open_sandbox(settings, live, settings.backend)
     try:
         return EpisodePool(sandbox, policy)
     except BaseException:
@@ -82,7 +82,7 @@ def agent_run(
 
     Example: `ptf agent run demo/agent/tasks.jsonl --out trajectories.parquet --rollouts 2`
     """
-    from ptfactory.assets.resources import FactoryResource
+    from ptfactory.assets.resources import EnginesResource, SettingsResource
     from ptfactory.config import load_config
     from ptfactory.generators.agent.record import write_trajectories
     from ptfactory.generators.agent.rollout import RolloutConfig, run_rollouts
@@ -96,7 +96,9 @@ def agent_run(
     policy = (
         _policy(allow, deny) if allow or deny else load_config(config_path(config)).agent.command_policy()
     )
-    engine = FactoryResource(config_path=str(config_path(config))).engine("generator")
+    engine = EnginesResource(settings=SettingsResource(config_path=str(config_path(config)))).engine(
+        "generator"
+    )
     pool = _pool(config, workers, policy, len(loaded) * rollouts)
     started = time.perf_counter()
     err.print(

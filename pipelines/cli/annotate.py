@@ -123,14 +123,18 @@ def annotate_adduser(
 def annotate_push(
     config: ConfigOpt = Path("factory.yaml"),
     batch: Annotated[
-        list[str] | None, typer.Option("--batch", help="batch to push (repeat); default: all")
+        list[str] | None,
+        typer.Option(
+            "--batch", help="push the rows this batch's review budget gave a slot (repeat); default: all"
+        ),
     ] = None,
 ) -> None:
-    """Push the rows routed to expert review into Label Studio (one project per kind, judges'
-    votes as pre-annotations, the corrected-response box starting from the response; blind audit
-    rows to the kind's audit project, without votes). Rows over a batch's review budget wait: a
-    later batch's routing gives them a slot within its budget, and pushing that batch sends them.
-    Idempotent: rows already pushed are not pushed again.
+    """Push the review queue's rows that hold a review slot into Label Studio (one project per
+    kind, judges' votes as pre-annotations, the corrected-response box starting from the response;
+    blind audit rows to the kind's audit project, without votes), each where its batch's recorded
+    config says (--config serves only batches that recorded none). Rows over a batch's review
+    budget wait in the queue: a later batch's routing gives them a slot within its budget, and
+    pushing then sends them. Idempotent: rows already pushed are not pushed again.
 
     Example: `ptf annotate push --batch demo-1a2b3c`
     """
@@ -139,46 +143,30 @@ def annotate_push(
     outcome = push_batches(config_path(config), batch or None)
     for skipped, why in outcome.skipped.items():
         err.print(f"skipped batch {skipped}: {why} (run it with this PTF_HOME, or push from its home)")
-    created = existing = earlier = audit = 0
-    for key, meta in outcome.metadata.items():
-        created += int(meta.get("tasks_created", 0))
-        existing += int(meta.get("already_pushed", 0))
-        earlier += int(meta.get("from_earlier_batches", 0))
-        audit += int(meta.get("audit_tasks", 0))
-        for queue, url in (meta.get("projects") or {}).items():
-            out.print(f"{key}: {queue} queue at {url}")
-    out.print(f"{created} tasks created, {existing} already in Label Studio")
+    meta = outcome.metadata.get("review_queue", {})
+    for title, url in (meta.get("projects") or {}).items():
+        out.print(f"{title} queue at {url}")
+    out.print(
+        f"{int(meta.get('tasks_created', 0))} tasks created, {int(meta.get('already_pushed', 0))} already in Label Studio"
+    )
+    earlier, audit = int(meta.get("from_earlier_batches", 0)), int(meta.get("audit_tasks", 0))
     if earlier or audit:
         out.print(
             f"  {earlier} rows had waited in an earlier batch for a review slot; {audit} new audit tasks"
         )
-    waiting = _still_waiting(config)
+    waiting = int(meta.get("waiting_for_a_slot", 0))
     if waiting:
         out.print(
-            f"{waiting} rows wait for a review slot (over their batch's routing.review_budget): the next "
-            "batches' routing gives them slots, and routing.silent after routing.max_wait_batches"
+            f"{waiting} rows wait in the review queue for a slot (over their batch's routing.review_budget): "
+            "the next batches' routing gives them slots, and routing.silent after routing.max_wait_batches"
         )
-
-
-def _still_waiting(config: Path) -> int:
-    """Rows of every batch whose newest copy still waits for a review slot."""
-    import pyarrow as pa
-
-    from ptfactory.assets.resources import FactoryResource
-    from ptfactory.storage.schema import is_waiting, latest_copies
-
-    store = FactoryResource(config_path=str(config_path(config))).asset_store()
-    tables = [store.read_file(path) for path in store.files("routed_samples")]
-    if not tables:
-        return 0
-    table = latest_copies(pa.concat_tables(tables, promote_options="default"))
-    return sum(1 for trail in table.column("decisions").to_pylist() if is_waiting(trail))
 
 
 @annotate_app.command("pull")
 def annotate_pull(config: ConfigOpt = Path("factory.yaml")) -> None:
     """Pull new and changed annotations now (the sensor does this every 30 s under `ptf ui`), fold
-    them into curated_samples and republish the datasets.
+    them into curated_samples and republish the datasets, under the config the newest batch
+    recorded (--config serves only where no batch recorded one).
 
     Example: `ptf annotate pull`
     """

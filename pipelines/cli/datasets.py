@@ -81,12 +81,16 @@ def datasets_show(
         "WHERE dataset = ? AND version = ? ORDER BY created_at",
         [manifest.name, manifest.version],
     )
+    from ptfactory.storage.lineage import evaluations_of  # not at `ptf` start-up
+
+    evals = evaluations_of(store, manifest.name, manifest.version)
     if as_json:
         body = json.loads(manifest.to_json())
         body["aliases"] = aliases
         body["training_runs"] = [
             dict(zip(["run_id", "kind", "model", "output_dir", "created_at"], r, strict=True)) for r in runs
         ]
+        body["evaluations"] = evals
         print_json(body)
         return
     out.print(f"[bold]{manifest.ref}[/] ({manifest.kind}) {', '.join(aliases)}")
@@ -116,6 +120,21 @@ def datasets_show(
         for r in runs:
             trained.add_row(*[str(x) for x in r])
         out.print(trained)
+    if evals:
+        evaluated = Table(
+            "evaluation", "checkpoint", "tasks", "success", "95% CI", "report", title="evaluations"
+        )
+        for e in evals:
+            low, high = e["ci95"] or (0.0, 0.0)
+            evaluated.add_row(
+                e["run_id"][:12],
+                str(e["checkpoint"]),
+                ", ".join(e["tasks"]),
+                f"{e['success_rate']:.3f}",
+                f"[{low:.3f}, {high:.3f}]",
+                str(e["report"]),
+            )
+        out.print(evaluated)
 
 
 def _num(value: float | None) -> str:

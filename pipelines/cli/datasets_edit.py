@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ptfactory.errors import UserInputError
+from ptfactory.errors import PublishError, UserInputError
 from ptfactory.pipelines.cli._app import (
     ConfigOpt,
     JsonOpt,
@@ -20,6 +20,8 @@ from ptfactory.pipelines.cli._app import (
     print_json,
     user_path,
 )
+
+_TRIES = 20  # times an import reads the retractions again after a version landed under it
 
 
 def _split_rows(manifest: Any) -> str:
@@ -144,15 +146,16 @@ def datasets_import(
         Path,
         typer.Argument(
             metavar="FILE",
-            help=".parquet or .jsonl: TRL columns (messages; prompt+completion; prompt+chosen+rejected) "
-            "or sample records",
+            help=".parquet or .jsonl: TRL columns (messages; prompt+completion; prompt+chosen+rejected), "
+            "prompt+answer (rl) or sample records",
         ),
     ],
     name: Annotated[str, typer.Option("--name", help="the dataset to publish a version of")],
     kind: Annotated[
         str | None,
         typer.Option(
-            "--kind", help="sft or preference (default: told by the columns); a contradiction is an error"
+            "--kind",
+            help="sft, preference or rl (default: told by the columns); a contradiction is an error",
         ),
     ] = None,
     config: ConfigOpt = Path("factory.yaml"),
@@ -168,14 +171,14 @@ def datasets_import(
 
     Example: `ptf datasets import chats.jsonl --name support-sft --kind sft`
     """
-    import pyarrow.compute as pc
-
     from ptfactory.assets.audit import publish_audit
-    from ptfactory.assets.resources import FactoryResource
+    from ptfactory.assets.resources import SettingsResource
+    from ptfactory.assets.resources.engines import chat_tokenizer
     from ptfactory.config import load_config
     from ptfactory.storage.importer import columns_of, detect_shape, import_table, read_file
     from ptfactory.storage.retract import retracted
     from ptfactory.storage.split import split_table
+    from ptfactory.storage.versions import BaseMoved
 
     path = user_path(file)
     rows = read_file(path)
@@ -191,39 +194,49 @@ def datasets_import(
                 f"{current.ref} holds {current.kind} rows and {path.name} {dataset_kind} rows; import under "
                 f"another --name"
             )
-    gone = retracted(store, name)
-    left_out = 0
-    if gone:
-        mask = gone.mask(table)
-        left_out = int(pc.sum(mask).as_py() or 0)
-        table = table.filter(pc.invert(mask))
-        if table.num_rows == 0:
+    settings = load_config(config_path(config))
+    audit = publish_audit(  # the same staged, checked path as a pipeline publish (no judged batches)
+        SettingsResource(config_path=str(config_path(config))), lambda: chat_tokenizer(settings), judged=False
+    )
+    # What the version is built from, read in this order: the latest version, then the retractions.
+    # A retraction (or any version) landing in between moves the latest, which the publish checks
+    # under its lock (BaseMoved): the retractions are read again, so none is undone.
+    base = store.latest(name)
+    for _ in range(_TRIES):
+        kept, left_out = retracted(store, name).leave_out(table)
+        if kept.num_rows == 0:
             raise UserInputError(
                 f"every row of {path.name} was retracted from {name} earlier; nothing to publish"
             )
-    settings = load_config(config_path(config))
-    splits = split_table(table, settings.datasets.validation_fraction)
-    summary = {
-        "source": str(path),
-        "sha256": digest,
-        "shape": shape.name,
-        "rows_in_file": given,
-        "rows": table.num_rows,
-        "duplicates": given - table.num_rows - left_out,
-        "retracted_left_out": left_out,
-        "ignored_columns": list(shape.ignored),
-    }
-    result = store.publish(
-        name,
-        splits if len(splits) > 1 else splits["train"],
-        kind=dataset_kind,
-        config_hash=f"import:{digest}",
-        shard_rows=settings.storage.shard_rows,
-        batches=sorted(set(table.column("batch").to_pylist())),
-        stats={"import": summary},
-        # the same staged, checked path as a pipeline publish (no judged batches to ask about)
-        audit=publish_audit(FactoryResource(config_path=str(config_path(config))), judged=False),
-    )
+        splits = split_table(kept, settings.datasets.validation_fraction)
+        summary = {
+            "source": str(path),
+            "sha256": digest,
+            "shape": shape.name,
+            "rows_in_file": given,
+            "rows": kept.num_rows,
+            "duplicates": given - table.num_rows,
+            "retracted_left_out": left_out,
+            "ignored_columns": list(shape.ignored),
+        }
+        try:
+            result = store.publish(
+                name,
+                splits if len(splits) > 1 else splits["train"],
+                kind=dataset_kind,
+                config_hash=f"import:{digest}",
+                shard_rows=settings.storage.shard_rows,
+                batches=sorted(set(kept.column("batch").to_pylist())),
+                stats={"import": summary},
+                audit=audit,
+                base=base,
+            )
+            break
+        except BaseMoved:
+            base = store.latest(name)
+    else:
+        raise PublishError(f"{name}: other versions kept landing while this import published; run it again")
+    table = kept
     made = result.manifest
     if as_json:
         print_json(

@@ -70,13 +70,12 @@ def validate(
 
     Example: `ptf validate solutions.parquet --out validated.parquet --timeout 5`
     """
-    from dataclasses import replace
 
     from ptfactory.config import load_config
     from ptfactory.filters.execution import open_sandbox, validate_parquet
 
     settings = load_config(config_path(config)).sandbox
-    limits = replace(settings.limits(), timeout_s=timeout)
+    limits = settings.model_copy(update={"timeout_s": timeout})
     with open_sandbox(limits, settings.workers, settings.backend) as sandbox:
         stats = validate_parquet(user_path(source), user_path(out), sandbox, limits)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(stats.statuses.items()))

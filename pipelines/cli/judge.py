@@ -15,6 +15,8 @@ from ptfactory.pipelines.cli._app import app, config_path, err, user_path
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from ptfactory.assets.resources.engines import EnginesResource
+
 _FLAGS = "pass --prompt-column and --response-column"
 
 
@@ -79,6 +81,36 @@ def _summary(table: pa.Table, names: list[str], seconds: float) -> str:
     return f"{rows} rows judged in {seconds:.1f} s; {panel}{agreement}; " + "; ".join(parts)
 
 
+def configured_panel(config: Path, *, execute: bool) -> tuple[Any, EnginesResource]:
+    """The panel of the factory.yaml at ``config`` (absent: the defaults): verifiers first, its
+    calibration store under the state dir, the sandbox opened only if a row needs it (``execute``);
+    its engines come from the factory's engines resource (one per distinct spec, a remote engine's
+    requests redacted under ``privacy``), to close after."""
+    from ptfactory.assets.resources.engines import EnginesResource
+    from ptfactory.assets.resources.settings import SettingsResource
+    from ptfactory.filters.execution import open_sandbox
+    from ptfactory.panel_config import build_panel
+
+    resource = SettingsResource(config_path=str(config))
+    engines = EnginesResource(settings=resource)
+    settings = resource.config
+    limits = settings.sandbox
+
+    def sandbox() -> Any:
+        return open_sandbox(limits, limits.workers, limits.backend)
+
+    panel = build_panel(
+        settings.judges,
+        settings.judging,
+        settings.engines.generator,
+        engine=engines.engine,
+        sandbox=sandbox if execute else None,
+        limits=limits,
+        store=resource.state_dir,
+    )
+    return panel, engines
+
+
 @app.command()
 def judge(
     source: Annotated[
@@ -91,7 +123,7 @@ def judge(
     out: Annotated[
         Path,
         typer.Option(
-            "--out", metavar="OUT.parquet", help="the rows plus the judges' scores (written atomically)"
+            "--out", metavar="OUT.parquet", help="the rows plus the panel's scores (written atomically)"
         ),
     ],
     config: Annotated[
@@ -104,28 +136,55 @@ def judge(
     response_column: Annotated[
         str | None, typer.Option("--response-column", metavar="COLUMN", help="the response's text column")
     ] = None,
+    reference_column: Annotated[
+        str | None,
+        typer.Option(
+            "--reference-column",
+            metavar="COLUMN",
+            help="the reference answer (`18`, or a worked solution ending `#### 18`): the answer verifier "
+            "checks each response's final answer against it with math-verify",
+        ),
+    ] = None,
+    tests_column: Annotated[
+        str | None,
+        typer.Option(
+            "--tests-column",
+            metavar="COLUMN",
+            help="HumanEval-style tests defining check(candidate): the code verifier runs them in the sandbox",
+        ),
+    ] = None,
+    entry_point_column: Annotated[
+        str | None,
+        typer.Option("--entry-point-column", metavar="COLUMN", help="the function the tests check"),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="replace OUT.parquet if it exists")] = False,
     execute: Annotated[
         bool,
         typer.Option(
             "--execute/--no-execute",
-            help="run code rows (`tests` + `entry_point` columns) in the sandbox for the execution judge",
+            help="run code rows' tests in the sandbox (--no-execute: the code verifier abstains on them)",
         ),
     ] = True,
 ) -> None:
-    """Score every row of IN.parquet with the judge panel of factory.yaml.
+    """Score every row of IN.parquet with the panel of factory.yaml: verifiers first, then the judges.
 
     The text comes from --prompt-column/--response-column, else a `messages` column, else the first
     pair found of prompt/response, instruction/output, instruction/response, question/answer,
-    query/response, input/output, prompt/completion. Writes every input column plus `judge_mean`,
-    `judge_spread`, `judge_confidence` and `judge_<name>` per judge (null where its vote did not
-    count). OUT.parquet appears whole or not at all; an existing one is replaced only with --force.
-    Bad input is one `error:` line, exit 2, and nothing written. Outside a project pass --config
-    (or set PTF_HOME); models and the response cache then go next to the config file.
+    query/response, input/output, prompt/completion. Where a check exists it decides: the answer
+    verifier against --reference-column (or a sample-schema `reference`), the code verifier with
+    --tests-column and --entry-point-column (or `tests`/`entry_point` columns). The judges' weights
+    are earned on this table where verifiers label at least 5 rows of each class (else the weights
+    the calibration store holds for each judge's identity, or 0), exactly as in the factory.
 
-    Example: `ptf judge answers.parquet --out judged.parquet --prompt-column question --response-column reply`
+    Writes every input column plus `judge_mean`, `judge_spread`, `judge_confidence`, `judge_votes`
+    (independent counted votes: the factory auto-accepts on two), `judge_<name>` per verifier and
+    judge (null where its vote did not count), `verdict_<name>` per verifier and `verifiers` (the
+    verdicts with their evidence, JSON). OUT.parquet appears whole or not at all; an existing one is
+    replaced only with --force. Bad input is one `error:` line, exit 2, and nothing written. Outside
+    a project pass --config (or set PTF_HOME); models and the response cache then go next to it.
+
+    Example: `ptf judge answers.parquet --out judged.parquet --prompt-column question --response-column reply --reference-column gold`
     """
-    from ptfactory.annotators.judges import ExecutionJudge
     from ptfactory.annotators.judges.standalone import ColumnError, detect_columns, judge_rows, score_table
     from ptfactory.config import load_config
 
@@ -135,56 +194,45 @@ def judge(
     if dst.exists() and not force:
         raise UserInputError(f"{dst} exists; pass --force to replace it")
     table = _read(src)
+    named = {
+        "prompt_column": prompt_column,
+        "response_column": response_column,
+    }
+    checks = {
+        "reference_column": reference_column,
+        "tests_column": tests_column,
+        "entry_point_column": entry_point_column,
+    }
     try:
-        columns = detect_columns(table, prompt_column, response_column)
-        rows = judge_rows(table, columns)
+        columns = detect_columns(table, **named)
+        rows = judge_rows(table, columns, **checks)
     except ColumnError as exc:
         raise UserInputError(f"{src}: {exc.message(_FLAGS)}") from None
     except UserInputError as exc:
         raise UserInputError(f"{src}: {exc}") from None
     cfg = config_path(config)
-    settings = load_config(cfg, required=config != Path("factory.yaml"))
+    load_config(cfg, required=config != Path("factory.yaml"))  # a named file must exist and validate
     _state_outside_project(cfg)
-
-    from ptfactory.assets.resources import FactoryResource
-
-    resource = FactoryResource(config_path=str(cfg))
-    panel = resource.panel()
-    needs_sandbox = execute and any(isinstance(j, ExecutionJudge) for j in panel.judges)
-    code = sum(1 for r in rows if r["kind"] == "code" and r["tests"] and r["entry_point"])
-    sandbox: Any = None
+    panel, engines = configured_panel(cfg, execute=execute)
     started = time.perf_counter()
     try:
-        if needs_sandbox and code:
-            from ptfactory.filters.execution import open_sandbox
-
-            sandbox = open_sandbox(
-                settings.sandbox.limits(), settings.sandbox.workers, settings.sandbox.backend
-            )
+        verifiers = ", ".join(panel.verifiers.names) if panel.verifiers else "none"
         err.print(
-            f"judging {len(rows)} rows ({columns.describe()}) with {len(panel.judges)} judges",
+            f"judging {len(rows)} rows ({columns.describe()}) with verifiers {verifiers} and "
+            f"{len(panel.judges)} judges",
             highlight=False,
             soft_wrap=True,
         )
-        scored = score_table(
-            table,
-            panel,
-            prompt_column=prompt_column,
-            response_column=response_column,
-            sandbox=sandbox,
-            limits=settings.sandbox.limits(),
-            progress=_progress(),
-        )
+        scored, report = score_table(table, panel, **named, **checks, progress=_progress())
     finally:
-        if sandbox is not None:
-            sandbox.close()
-        resource.teardown_after_execution(None)  # type: ignore[arg-type]  # outside Dagster: no context
+        engines.close()
     _write(scored, dst)
-    err.print(
-        _summary(scored, [j.name for j in panel.judges], time.perf_counter() - started),
-        highlight=False,
-        soft_wrap=True,
-    )
+    names = [*(panel.verifiers.names if panel.verifiers else []), *(j.name for j in panel.judges)]
+    err.print(_summary(scored, names, time.perf_counter() - started), highlight=False, soft_wrap=True)
+    err.print(f"verifiers: {report.verdicts_line()}", highlight=False, soft_wrap=True)
+    err.print(f"judge weights on this table: {report.weights_line()}", highlight=False, soft_wrap=True)
+    if report.self_preference:
+        err.print(f"[yellow]warning:[/] {report.self_preference}", highlight=False, soft_wrap=True)
     typer.echo(str(dst))
 
 

@@ -16,7 +16,11 @@ def pull(
     to: Annotated[Path, typer.Option("--to", help="an empty folder to copy the version into")],
     force: Annotated[
         bool,
-        typer.Option("--force", help="replace an earlier pull in --to: files the manifest does not list go"),
+        typer.Option(
+            "--force",
+            help="replace an earlier pull in --to, whole: the version is staged beside it and swapped in, "
+            "so a failed or killed pull leaves the earlier one untouched",
+        ),
     ] = False,
     columns: Annotated[
         str | None,
@@ -27,7 +31,8 @@ def pull(
 
     DIR ends holding exactly the version's shards, README.md, manifest.json and ptf_pull.json (the
     receipt: version, manifest sha256, columns, each file's sha256). A non-empty DIR is refused
-    unless --force.
+    unless --force. The version is pulled into a staging folder beside DIR and swapped in at
+    once: DIR never holds part of one version and part of another.
 
     Example: `ptf pull sft@v3 --to data/sft-v3 --columns messages`
     """

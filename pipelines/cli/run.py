@@ -10,7 +10,19 @@ import typer
 from rich.table import Table
 
 from ptfactory.annotators.routing import ROUTES
+from ptfactory.errors import UserInputError
 from ptfactory.pipelines.cli._app import app, config_path, err, out, print_json, user_path
+from ptfactory.storage.seedstore import BATCH_RULE, check_batch_name
+
+
+def _batch_option(value: str | None) -> str | None:
+    """``--batch``, checked while the options are read (so ``--dry-run`` refuses a bad name too)."""
+    if value is None:
+        return None
+    try:
+        return check_batch_name(value)
+    except UserInputError as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 @app.command()
@@ -18,7 +30,12 @@ def run(
     seeds: Annotated[Path, typer.Option("--seeds", help="a .jsonl/.parquet seed file, or a folder of them")],
     config: Annotated[Path, typer.Option("--config", help="factory.yaml to use")] = Path("factory.yaml"),
     batch: Annotated[
-        str | None, typer.Option(help="batch (partition) name; default: <seeds>-<content hash>")
+        str | None,
+        typer.Option(
+            callback=_batch_option,
+            help=f"batch (partition) name: {BATCH_RULE}; default: <seeds>-<content hash>. A name "
+            "already run with other seeds is refused (exit 2); the same seeds again resume it",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the outcome as JSON")] = False,
     budget: Annotated[
@@ -62,7 +79,7 @@ def run(
         raise typer.BadParameter(f"config file {path} does not exist", param_hint="--config")
     limits = parse_budget_option(budget or [])
     if dry_run:
-        _dry_run(user_path(seeds), path, limits, as_json)
+        _dry_run(user_path(seeds), path, limits, as_json, batch)
         return
     from ptfactory.pipelines.runner import run_batch
 
@@ -98,15 +115,19 @@ def run(
         out.print(f"run {outcome.run_id} succeeded; see it with `ptf ui`")
 
 
-def _dry_run(seeds: Path, config: Path, limits: dict[str, Any], as_json: bool) -> None:
+def _dry_run(seeds: Path, config: Path, limits: dict[str, Any], as_json: bool, batch: str | None) -> None:
     """What a run of SEEDS would spend, per stage: from the config and the seeds, nothing else."""
     from ptfactory.config import load_config
     from ptfactory.engines.budget import effective_budget
-    from ptfactory.generators.seeds import read_seeds
+    from ptfactory.generators.seeds import read_seeds, seed_files
+    from ptfactory.home import ptf_home
     from ptfactory.pipelines.estimate import estimate_run, over_budget
+    from ptfactory.storage.seedstore import SeedStore
 
     settings = load_config(config)
     tasks = read_seeds(seeds, settings.seeds.max_field_chars)
+    if batch is not None:  # the run would refuse a name already run with other seeds: so does this
+        SeedStore(ptf_home()).check(seed_files(seeds), batch)
     lines = estimate_run(settings, tasks, config.parent)
     budget = effective_budget(settings.budget, json.dumps(limits) if limits else None).limits()
     verdict = over_budget(lines, budget)
@@ -213,6 +234,11 @@ def _print_judging(materializations: dict[str, dict[str, Any]]) -> None:
             f"; left out: {judged.get('judges_left_out', 'none')}; constant: {judged.get('judges_constant', 'none')}",
             sep="",
         )
+        from ptfactory.pipelines.summary import judge_weight_lines, verifier_lines
+
+        out.print("verifiers: " + ("; ".join(verifier_lines(judged)) or "none applied"), highlight=False)
+        for line in judge_weight_lines(judged):  # each judge's weight on this batch, flagged under 0.55
+            out.print(f"judge {line}", highlight=False, soft_wrap=True, markup=False)
         warning = judged.get("self_preference_warning")
         if warning and warning != "none":
             err.print(f"[yellow]warning[/]: {warning}")

@@ -42,7 +42,6 @@ def sandbox_run(
 
     Example: `ptf sandbox run solution.py --timeout 5`
     """
-    from dataclasses import replace
 
     from ptfactory.config import load_config
     from ptfactory.filters.execution import open_sandbox
@@ -51,7 +50,7 @@ def sandbox_run(
     if not path.is_file():
         raise typer.BadParameter(f"{path} is not a file", param_hint="FILE")
     settings = load_config(config_path(config)).sandbox
-    limits = replace(settings.limits(), timeout_s=timeout)
+    limits = settings.model_copy(update={"timeout_s": timeout})
     with open_sandbox(limits, 1, settings.backend) as sandbox:
         result = sandbox.run({path.name: path.read_bytes()}, ["python3", path.name], limits)
     if as_json:

@@ -7,14 +7,16 @@ from typing import Annotated
 
 import typer
 
-from ptfactory.pipelines.cli._app import app, err, out, print_json, user_path
+from ptfactory.pipelines.cli._app import app, config_path, err, out, print_json, user_path
+from ptfactory.training.config import TrainConfig, help_for
 
 
 @app.command()
 def train(
-    kind: Annotated[str, typer.Argument(help="sft or dpo", metavar="sft|dpo")],
+    kind: Annotated[str, typer.Argument(help="sft, dpo or grpo", metavar="sft|dpo|grpo")],
     dataset: Annotated[
-        str | None, typer.Option(help="NAME@VERSION to train on; default: sft@latest / preference@latest")
+        str | None,
+        typer.Option(help="NAME@VERSION to train on; default: sft@latest / preference@latest / rl@latest"),
     ] = None,
     model: Annotated[
         str, typer.Option(help="a model folder, or 'bundled' (SmolLM2-135M-Instruct)")
@@ -31,27 +33,42 @@ def train(
     eval_loss: Annotated[
         bool, typer.Option("--eval-loss/--no-eval-loss", help="loss on train/validation before and after")
     ] = True,
+    train_layers: Annotated[int, typer.Option(min=0, help=help_for("train_layers"))] = 0,
+    num_generations: Annotated[int, typer.Option(min=2, help=help_for("num_generations"))] = 4,
+    max_completion_length: Annotated[int, typer.Option(min=1, help=help_for("max_completion_length"))] = 128,
+    temperature: Annotated[float, typer.Option(min=0.0, help=help_for("temperature"))] = 0.9,
+    kl: Annotated[float, typer.Option(min=0.0, help=help_for("kl"))] = 0.0,
+    format_weight: Annotated[float, typer.Option(min=0.0, help=help_for("format_weight"))] = 0.2,
+    save_every: Annotated[int, typer.Option(min=0, help=help_for("save_every"))] = 0,
+    config_file: Annotated[
+        Path, typer.Option("--config", help="factory.yaml (grpo: the sandbox code rewards run in)")
+    ] = Path("factory.yaml"),
     as_json: Annotated[bool, typer.Option("--json", help="print the lineage as JSON")] = False,
 ) -> None:
-    """Train with TRL (SFTTrainer / DPOTrainer) on a pinned dataset version, sha256-verified first.
+    """Train with TRL (SFTTrainer / DPOTrainer / GRPOTrainer) on a pinned dataset version, sha256-verified first.
 
     Writes the model, tokenizer and ptf_lineage.json (dataset, version, manifest sha256, config,
     metrics) to --output and records the run in the catalog (`ptf datasets show NAME@VERSION`).
+    grpo: an rl version's prompts, rewarded by the factory's verifiers (code in the sandbox,
+    answers with math-verify, reasoning-gym scorers) plus a format reward; checkpoints every
+    --save-every steps, and the same command after a crash or `kill -9` resumes from the last.
     On GPUs: --bf16, and `accelerate launch --config_file training/accelerate/ddp.yaml -m ptfactory
     train ...` for several (see docs/training.md).
 
-    Example: `ptf train sft --dataset sft@v3 --output runs/sft-v3 --max-steps 100`
+    Examples: `ptf train sft --dataset sft@v3 --output runs/sft-v3 --max-steps 100`;
+    `ptf train grpo --dataset rl@v2 --output runs/grpo-v2 --max-steps 200`
     """
-    from ptfactory.training.config import TrainConfig
     from ptfactory.training.run import train as run_training
 
-    if kind not in ("sft", "dpo"):
-        raise typer.BadParameter(f"{kind!r} is not a kind of training; use sft or dpo", param_hint="KIND")
+    if kind not in ("sft", "dpo", "grpo"):
+        raise typer.BadParameter(
+            f"{kind!r} is not a kind of training; use sft, dpo or grpo", param_hint="KIND"
+        )
     if output is None:
         raise typer.BadParameter("where should the model go? pass --output DIR", param_hint="--output")
     config = TrainConfig(
         kind=kind,  # type: ignore[arg-type]
-        dataset=dataset or ("sft@latest" if kind == "sft" else "preference@latest"),
+        dataset=dataset or {"sft": "sft@latest", "dpo": "preference@latest"}.get(kind, "rl@latest"),
         model=model,
         output=str(user_path(output)),
         max_steps=max_steps,
@@ -63,7 +80,17 @@ def train(
         seed=seed,
         bf16=bf16,
         eval_loss=eval_loss,
+        train_layers=train_layers,
+        num_generations=num_generations,
+        max_completion_length=max_completion_length,
+        temperature=temperature,
+        kl=kl,
+        format_weight=format_weight,
+        save_every=save_every,
     )
+    if kind == "grpo":
+        _grpo(config, config_path(config_file), as_json)
+        return
     result = run_training(config, say=lambda line: err.print(line, highlight=False))
     if as_json:
         print_json(result.lineage)
@@ -77,4 +104,25 @@ def train(
     out.print(
         f"{config.kind}: {m['steps']} steps in {m['train_runtime_s']:.1f} s ({m['steps_per_s']:.2f} steps/s); {loss}"
     )
+    out.print(f"  model and ptf_lineage.json in {result.output}")
+
+
+def _grpo(config: TrainConfig, factory_yaml: Path, as_json: bool) -> None:
+    from ptfactory.config import load_config
+    from ptfactory.training.grpo import train_grpo
+
+    box = load_config(factory_yaml).sandbox
+    result = train_grpo(
+        config,
+        say=lambda line: err.print(line, highlight=False, soft_wrap=True),
+        sandbox=(box.limits(), box.workers, box.backend),
+    )
+    if as_json:
+        print_json(result.lineage)
+        return
+    m = result.metrics
+    for point in m["reward_per_step"]:
+        out.print(f"step {point['step']:>4}  mean reward {point['reward']:.3f}")
+    resumed = f" (resumed from {m['resumed_from']})" if m.get("resumed_from") else ""
+    out.print(f"grpo: {m['steps']} steps in {m['train_runtime_s']:.1f} s{resumed}")
     out.print(f"  model and ptf_lineage.json in {result.output}")

@@ -18,6 +18,10 @@ def ui(
 ) -> None:
     """The Dagster UI (dagster dev) for this project; one Ctrl-C or SIGTERM stops it all.
 
+    No --config: whatever the UI (and its label sensor) runs acts on batches under the config each
+    batch recorded when `ptf run --config F` started it; a run of no batch (curation, publish) under
+    the newest batch's. $PTF_CONFIG (default factory.yaml) serves only where no batch recorded one.
+
     Example: `ptf ui --port 3000`
     """
     from ptfactory.pipelines.ui import serve_ui

@@ -11,10 +11,11 @@ import dagster as dg
 import pytest
 
 from ptfactory.assets.agent import agent_tasks, agent_trajectories
+from ptfactory.assets.decontamination import decontaminated_samples
 from ptfactory.assets.dedup import deduplicated_samples
 from ptfactory.assets.execution import execution_validated
 from ptfactory.assets.generation import candidate_instructions, candidate_responses
-from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.resources import factory_resources
 from ptfactory.assets.scoring import difficulty_scored
 from ptfactory.assets.seeds import seed_tasks
 from ptfactory.storage.assetstore import AssetStore
@@ -35,10 +36,7 @@ def test_agent_trajectories_asset(home: Path, tmp_path: Path, tiny_model: Path) 
     )
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("batch", ["b1"])
-    resources = {
-        "factory": FactoryResource(home=str(home), config_path=str(config)),
-        "samples_io": SampleIOManager(home=str(home)),
-    }
+    resources = factory_resources(str(config), str(home))
     result = dg.materialize(
         [agent_tasks, agent_trajectories], instance=instance, partition_key="b1", resources=resources
     )
@@ -72,7 +70,7 @@ def test_agent_trajectories_asset(home: Path, tmp_path: Path, tiny_model: Path) 
 
     # they join the batch's responses (none here) at dedup, and difficulty keeps their solve rate
     store.write("candidate_responses", empty_table(), "b1")
-    stages = [deduplicated_samples, execution_validated, difficulty_scored]
+    stages = [deduplicated_samples, decontaminated_samples, execution_validated, difficulty_scored]
     later = dg.materialize(
         [seed_tasks, candidate_instructions, candidate_responses, *stages],
         selection=stages,

@@ -49,7 +49,7 @@ def test_run_then_replay(ptf: Ptf, project: Path) -> None:
     table = pq.read_table(project / "t.parquet")
     assert table.num_rows == 2
     assert {"messages", "tools", "steps", "outcome", "step_labels"} <= set(table.column_names)
-    assert table.schema.metadata[b"ptfactory.schema"] == b"sample/2"
+    assert table.schema.metadata[b"ptfactory.schema"] == b"sample/3"
     sample_id = table.column("sample_id")[0].as_py()
     replay = ptf("agent", "replay", sample_id[:16], "--from", "t.parquet", "--json")
     assert replay.returncode == 0, replay.stderr

@@ -17,6 +17,7 @@ from ptfactory.storage.pull import pull
 from ptfactory.storage.schema import (
     MESSAGE_V1,
     SAMPLE_SCHEMA,
+    SCHEMA_VERSION,
     conform,
     from_records,
     row_texts,
@@ -105,7 +106,7 @@ def test_a_version_on_a_schema_1_parent_is_written_in_schema_2(v1_home: Path) ->
     manifest = datasets.publish("v1-sft", new, kind="sft", config_hash="schema-v2").manifest
     assert manifest.version == 2 and manifest.rows == 4
     read = datasets.read("v1-sft@v2")
-    assert read.schema.metadata[b"ptfactory.schema"] == b"sample/2"
+    assert read.schema.metadata[b"ptfactory.schema"] == f"sample/{SCHEMA_VERSION}".encode()
     assert set(read.column("sample_id").to_pylist()) >= set(old.column("sample_id").to_pylist())
 
 

@@ -6,6 +6,7 @@ import ast
 import random
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from bench.judge_data import (
     writingbench_queries,
     wrong_number,
 )
-from bench.judges import _mann_whitney, auc, auc_interval
+from ptfactory.annotators.judges.weights import auc, auc_interval
 from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams
 from ptfactory.filters.execution import Job, Limits, Sandbox, open_sandbox
 from ptfactory.filters.execution.programs import program
@@ -108,6 +109,19 @@ class _Echo(Engine):
         return [[Completion(f"About: {c[-1]['content'][:60]}", 5, 5)] for c in conversations]
 
 
+@dataclass
+class Canned(Engine):
+    """Gives the same replies to every question (``n`` of them, in order)."""
+
+    replies: list[str] = field(default_factory=list)
+
+    def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
+        return [
+            [Completion(self.replies[k % len(self.replies)], 5, 5) for k in range(params.n)]
+            for _ in conversations
+        ]
+
+
 def test_writingbench_pairs_swap_responses_across_kinds() -> None:
     queries = writingbench_queries(6)
     assert len({q["domain1"] for q in queries}) == 6
@@ -130,10 +144,35 @@ def test_to_table_gives_two_labelled_rows_per_pair() -> None:
     ]
 
 
-def test_auc_matches_mann_whitney_and_the_interval_holds_it() -> None:
+def test_auc_matches_scikit_learn_with_ties_and_weights_and_the_interval_holds_it() -> None:
+    """The bench and the panel share one AUC (annotators/judges/weights.py)."""
+    from sklearn.metrics import roc_auc_score
+
     rng = np.random.default_rng(1)
     good, bad = rng.normal(1, 1, 40).round(1), rng.normal(0, 1, 40).round(1)  # rounded: ties too
-    assert auc(good, bad) == pytest.approx(float(_mann_whitney(good, bad)))
-    low, high = auc_interval(good, bad)
-    assert low < auc(good, bad) < high and auc_interval(good, bad) == (low, high)
-    assert auc(np.array([3.0, 4.0]), np.array([1.0, 2.0])) == 1.0
+    scores, labels = np.r_[good, bad], np.r_[np.ones(40), np.zeros(40)].astype(bool)
+    weights = rng.uniform(0.5, 4, 80)
+    assert auc(scores, labels) == pytest.approx(roc_auc_score(labels, scores))
+    assert auc(scores, labels, weights) == pytest.approx(roc_auc_score(labels, scores, sample_weight=weights))
+    interval = auc_interval(scores, labels)
+    assert interval is not None and interval[0] < auc(scores, labels) < interval[1]  # type: ignore[operator]
+    assert auc_interval(scores, labels) == interval  # seeded: a rerun gives the same interval
+    assert auc(np.array([3.0, 4.0, 1.0, 2.0]), np.array([True, True, False, False])) == 1.0
+    assert auc(np.array([1.0]), np.array([True])) is None  # one class: undefined
+
+
+def test_generated_rows_carry_what_their_verifiers_need_and_the_verifiers_label_them() -> None:
+    """The factory's own replies (a fake generator here) to the demo's math seeds: each row keeps its
+    reference and who wrote it; ``ptf judge``'s table path labels them by the answer verifier, and
+    the generator's family would abstain as a judge of them."""
+    from bench.judge_generated import generated_table
+    from ptfactory.annotators.judges import Panel, VerifierSet
+    from ptfactory.annotators.judges.standalone import score_table
+
+    replies = ["Let me think. #### 7", "The answer is 17.", "I am not sure."]
+    table = generated_table("gen-math", 2, 3, Canned(model_id="SmolLM2-135M-Instruct", replies=replies))
+    assert table.num_rows == 6 and set(table.column("source").to_pylist()) == {"gen-math"}
+    first = table.to_pylist()[0]
+    assert first["reference"]["answer"] == "7" and first["provenance"]["model"] == "SmolLM2-135M-Instruct"
+    scored, _ = score_table(table, Panel([], VerifierSet([("answer", "answer")])), prompt_column="prompt")
+    assert scored.column("verdict_answer").to_pylist()[:3] == ["pass", "fail", "no_answer"]

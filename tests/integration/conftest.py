@@ -34,6 +34,15 @@ def launch_chromium(playwright: Any) -> Any:
     )
 
 
+# every row the tests stage needs a human, so each goes to review (and none is audited)
+ROUTE_ALL = "review_budget: 1000, audit_rate: 0"
+
+
+def ls_yaml(annotation: str, routing: str = ROUTE_ALL) -> str:
+    """The test project's factory.yaml: its ``annotation`` and ``routing`` sections."""
+    return f"annotation: {{{annotation}}}\nrouting: {{{routing}}}\n"
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -76,7 +85,7 @@ def label_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStud
     root = tmp_path_factory.mktemp("ls-project")
     shutil.copy(REPO / "dagster.yaml", root / "dagster.yaml")
     port = free_port()
-    (root / "factory.yaml").write_text(f"annotation: {{port: {port}, pull_page: 10}}\n")
+    (root / "factory.yaml").write_text(ls_yaml(f"port: {port}, pull_page: 10"))
     env = {k: v for k, v in os.environ.items() if k not in ("PTF_HOME", "DAGSTER_HOME")}
     env.update(
         COLUMNS="200",

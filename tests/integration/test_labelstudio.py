@@ -17,11 +17,15 @@ import pytest
 from ptfactory.annotators.labelstudio.client import LabelStudioClient
 from ptfactory.annotators.labelstudio.ledger import Ledger
 from ptfactory.annotators.labelstudio.server import LabelStudioServer
+from ptfactory.annotators.labelstudio.settings import AnnotationConfig
 from ptfactory.annotators.labelstudio.sync import pull
+from ptfactory.assets.partitions import batch_partitions
+from ptfactory.assets.resources import factory_resources
+from ptfactory.assets.scoring import routed_samples
 from ptfactory.errors import AnnotationError
 from ptfactory.storage.assetstore import AssetStore
 from ptfactory.storage.schema import from_records, sample_id
-from tests.integration.conftest import LabelStudio
+from tests.integration.conftest import LabelStudio, ls_yaml
 
 pytestmark = pytest.mark.integration
 
@@ -48,6 +52,7 @@ def _routed_rows(batch: str, tag: str = "") -> pa.Table:
             row["tests"] = "def check(candidate):\n    assert candidate(1) == 2\n"
             row["entry_point"] = "f"
         row["scores"] = {
+            "judge_votes": 2,
             "judges": [
                 {
                     "judge": "llm",
@@ -71,22 +76,29 @@ def _routed_rows(batch: str, tag: str = "") -> pa.Table:
             "judge_mean": 5.5,
             "judge_spread": 5.0,
         }
-        row["decisions"] = [
-            {"stage": "judge", "verdict": "keep", "reason": "judged", "detail": None},
-            {"stage": "route", "verdict": "route", "reason": "needs_review", "detail": "spread 5.00"},
-        ]
+        row["decisions"] = [{"stage": "judge", "verdict": "keep", "reason": "judged", "detail": None}]
         records.append(row)
     return from_records(records)
 
 
 def _stage(ls: LabelStudio, table: pa.Table, batch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judged rows of ``batch``, routed the way a run routes them (into the review queue)."""
     monkeypatch.setenv("PTF_HOME", str(ls.home))
     monkeypatch.setenv("DAGSTER_HOME", str(ls.root))
     monkeypatch.chdir(ls.root)
-    AssetStore(str(ls.home)).write("routed_samples", table, batch)
+    AssetStore(str(ls.home)).write("judged_samples", table, batch)
     instance = dg.DagsterInstance.get()
     if not instance.has_dynamic_partition("batch", batch):
         instance.add_dynamic_partitions("batch", [batch])
+    judged = dg.AssetSpec("judged_samples", partitions_def=batch_partitions).with_io_manager_key("samples_io")
+    routed = dg.materialize(
+        [judged, routed_samples],
+        selection=[routed_samples],
+        instance=instance,
+        partition_key=batch,
+        resources=factory_resources(str(ls.root / "factory.yaml"), str(ls.home)),
+    )
+    assert routed.success
 
 
 def _task_ids(ls: LabelStudio) -> dict[str, int]:
@@ -185,24 +197,21 @@ def test_push_label_sense_curate(label_studio: LabelStudio, monkeypatch: pytest.
 
     expected = _expected_and_label(ls, table)
 
-    from ptfactory.assets.resources import FactoryResource
     from ptfactory.pipelines.definitions import defs
     from ptfactory.pipelines.sensors import human_labels_sensor
 
-    factory = FactoryResource(config_path=str(ls.root / "factory.yaml"))
+    factory = factory_resources(str(ls.root / "factory.yaml"))
     instance = dg.DagsterInstance.get()
-    with dg.build_sensor_context(instance=instance, cursor=None, resources={"factory": factory}) as context:
+    with dg.build_sensor_context(instance=instance, cursor=None, resources=factory) as context:
         result = human_labels_sensor(context)
     assert isinstance(result, dg.SensorResult)
     assert len(result.run_requests or []) == 1
     # a second evaluation with the new cursor finds nothing new
-    with dg.build_sensor_context(
-        instance=instance, cursor=result.cursor, resources={"factory": factory}
-    ) as again:
+    with dg.build_sensor_context(instance=instance, cursor=result.cursor, resources=factory) as again:
         assert isinstance(human_labels_sensor(again), dg.SkipReason)
 
     run = defs.resolve_job_def("curation").execute_in_process(
-        instance=instance, resources={"factory": factory}, tags=result.run_requests[0].tags
+        instance=instance, resources=factory, tags=result.run_requests[0].tags
     )
     assert run.success
     curated = AssetStore(str(ls.home)).read("curated_samples").to_pylist()
@@ -257,9 +266,7 @@ def test_server_stopped_mid_pull_loses_nothing(
     ls = label_studio
     batch = "review-restart"
     table = _routed_rows(batch, tag="restart ")
-    (ls.root / "factory.yaml").write_text(
-        f"annotation: {{port: {ls.port}, pull_page: 10, project_prefix: restart}}\n"
-    )
+    (ls.root / "factory.yaml").write_text(ls_yaml(f"port: {ls.port}, pull_page: 10, project_prefix: restart"))
     try:
         _stage(ls, table, batch, monkeypatch)
         pushed = ls.ptf("annotate", "push", "--batch", batch)
@@ -282,8 +289,9 @@ def test_server_stopped_mid_pull_loses_nothing(
             if not stopped and ledger.events().num_rows > before:
                 stopped.append(server.down())
 
+        settings = AnnotationConfig(project_prefix="restart", pull_page=10)
         with pytest.raises(AnnotationError, match="did not answer"):
-            pull(client, ledger, prefix="restart", page_size=10, progress=stop_after_first_labels)
+            pull(client, ledger, settings, progress=stop_after_first_labels)
         assert stopped == [True]
         partial = ledger.events().num_rows - before
         assert 0 < partial < len(created)
@@ -291,8 +299,8 @@ def test_server_stopped_mid_pull_loses_nothing(
         up = ls.ptf("annotate", "up")
         assert up.returncode == 0, up.stderr[-3000:]
         client = LabelStudioClient(ls.url, ls.admin_token())
-        pull(client, ledger, prefix="restart", page_size=10)
-        pull(client, ledger, prefix="restart", page_size=10)  # a rerun adds nothing
+        pull(client, ledger, settings)
+        pull(client, ledger, settings)  # a rerun adds nothing
         events = [
             e
             for e in ledger.events().to_pylist()[before:]
@@ -303,7 +311,7 @@ def test_server_stopped_mid_pull_loses_nothing(
         again = ls.ptf("annotate", "push", "--batch", batch)
         assert "0 tasks created, 100 already" in again.stdout
     finally:
-        (ls.root / "factory.yaml").write_text(f"annotation: {{port: {ls.port}, pull_page: 10}}\n")
+        (ls.root / "factory.yaml").write_text(ls_yaml(f"port: {ls.port}, pull_page: 10"))
 
 
 def test_status_and_idempotent_up(label_studio: LabelStudio) -> None:
@@ -355,7 +363,6 @@ def test_train_on_what_the_pipeline_published(
 def test_review_queue_catches_up_when_label_studio_is_back(
     label_studio: LabelStudio, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ptfactory.assets.resources import FactoryResource
     from ptfactory.pipelines.sensors import human_labels_sensor
     from tests.integration.conftest import free_port
 
@@ -363,20 +370,18 @@ def test_review_queue_catches_up_when_label_studio_is_back(
     batch = "review-queued"
     table = _routed_rows(batch, tag="queued ").slice(0, 5)
     config = ls.root / "factory.yaml"
-    config.write_text(f"annotation: {{url: 'http://127.0.0.1:{free_port()}', project_prefix: queued}}\n")
+    config.write_text(ls_yaml(f"url: 'http://127.0.0.1:{free_port()}', project_prefix: queued"))
     try:
         _stage(ls, table, batch, monkeypatch)
         down = ls.ptf("annotate", "push", "--batch", batch)
         assert down.returncode == 1 and "did not answer" in down.stderr, down.stderr[-2000:]
         instance = dg.DagsterInstance.get()
-        factory = FactoryResource(config_path=str(config))
-        with dg.build_sensor_context(instance=instance, resources={"factory": factory}) as context:
+        with dg.build_sensor_context(instance=instance, resources=factory_resources(str(config))) as context:
             skipped = human_labels_sensor(context)
         assert isinstance(skipped, dg.SkipReason) and "did not answer" in str(skipped.skip_message)
 
-        config.write_text(f"annotation: {{port: {ls.port}, project_prefix: queued}}\n")  # it is back
-        factory = FactoryResource(config_path=str(config))
-        with dg.build_sensor_context(instance=instance, resources={"factory": factory}) as context:
+        config.write_text(ls_yaml(f"port: {ls.port}, project_prefix: queued"))  # it is back
+        with dg.build_sensor_context(instance=instance, resources=factory_resources(str(config))) as context:
             human_labels_sensor(context)
         client = LabelStudioClient(ls.url, ls.admin_token())
         project = client.find_project("queued", "sft")
@@ -386,7 +391,7 @@ def test_review_queue_catches_up_when_label_studio_is_back(
         assert waiting <= set(client.sample_ids(project))
         assert waiting <= Ledger(ls.home / "annotation" / "ledger.sqlite").pushed_ids(project)
     finally:
-        config.write_text(f"annotation: {{port: {ls.port}, pull_page: 10}}\n")
+        config.write_text(ls_yaml(f"port: {ls.port}, pull_page: 10"))
 
 
 def test_push_skips_and_names_a_batch_with_no_stored_output(

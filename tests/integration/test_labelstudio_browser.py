@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from ptfactory.storage.assetstore import AssetStore
-from tests.integration.conftest import ARTIFACTS, LabelStudio, launch_chromium
+from tests.integration.conftest import ARTIFACTS, LabelStudio, launch_chromium, ls_yaml
 from tests.integration.test_labelstudio import _routed_rows, _stage
 
 pytestmark = pytest.mark.integration
@@ -26,7 +26,7 @@ def test_annotator_labels_in_browser(label_studio: LabelStudio, monkeypatch: pyt
 
     ls = label_studio
     table = _routed_rows(BATCH, tag="browser ").slice(0, 3)
-    (ls.root / "factory.yaml").write_text(f"annotation: {{port: {ls.port}, project_prefix: browser}}\n")
+    (ls.root / "factory.yaml").write_text(ls_yaml(f"port: {ls.port}, project_prefix: browser"))
     try:
         _stage(ls, table, BATCH, monkeypatch)
         pushed = ls.ptf("annotate", "push", "--batch", BATCH)
@@ -90,7 +90,7 @@ def test_annotator_labels_in_browser(label_studio: LabelStudio, monkeypatch: pyt
         assert got["annotation"]["annotator"] == "ann1@example.com"
         assert got["annotation"]["task_id"] == task
     finally:
-        (ls.root / "factory.yaml").write_text(f"annotation: {{port: {ls.port}, pull_page: 10}}\n")
+        (ls.root / "factory.yaml").write_text(ls_yaml(f"port: {ls.port}, pull_page: 10"))
 
 
 def test_annotator_marks_the_first_wrong_step_of_a_trajectory(
@@ -103,7 +103,7 @@ def test_annotator_marks_the_first_wrong_step_of_a_trajectory(
 
     ls, batch = label_studio, "review-trajectory"
     row = {**trajectory([LS, WRONG], solved=False), "batch": batch}
-    (ls.root / "factory.yaml").write_text(f"annotation: {{port: {ls.port}, project_prefix: browser}}\n")
+    (ls.root / "factory.yaml").write_text(ls_yaml(f"port: {ls.port}, project_prefix: browser"))
     try:
         _stage(ls, from_records([row]), batch, monkeypatch)
         pushed = ls.ptf("annotate", "push", "--batch", batch)
@@ -147,4 +147,4 @@ def test_annotator_marks_the_first_wrong_step_of_a_trajectory(
         assert got["step_labels"][1]["annotator"] == "ann1@example.com"
         assert got["decisions"][-1]["reason"] == "human_reject"
     finally:
-        (ls.root / "factory.yaml").write_text(f"annotation: {{port: {ls.port}, pull_page: 10}}\n")
+        (ls.root / "factory.yaml").write_text(ls_yaml(f"port: {ls.port}, pull_page: 10"))

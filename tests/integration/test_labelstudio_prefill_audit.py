@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from ptfactory.storage.assetstore import AssetStore
-from tests.integration.conftest import ARTIFACTS, LabelStudio, launch_chromium
+from tests.integration.conftest import ARTIFACTS, LabelStudio, launch_chromium, ls_yaml
 from tests.integration.test_labelstudio import _routed_rows, _stage
 
 pytestmark = pytest.mark.integration
@@ -25,14 +25,13 @@ PREFIX = "prefill"
 
 
 def _rows() -> pa.Table:
-    table = _routed_rows(BATCH, tag="prefill ").slice(0, 2)  # two SFT rows routed to review
+    """Two SFT rows: one the judges dispute (routed to review), one they agree on (auto-accepted,
+    then drawn for the blind audit: routing.audit_rate is 1 here)."""
+    table = _routed_rows(BATCH, tag="prefill ").slice(0, 2)
     rows = table.to_pylist()
-    rows[1]["decisions"][-1] = {
-        "stage": "route",
-        "verdict": "route",
-        "reason": "audit",
-        "detail": "audit of auto_accept; mean 8.00, spread 0.00",
-    }
+    for vote in rows[1]["scores"]["judges"]:
+        vote["score"] = 8.0
+    rows[1]["scores"].update(judge_mean=8.0, judge_spread=0.0)
     return pa.Table.from_pylist(rows, schema=table.schema)
 
 
@@ -66,7 +65,11 @@ def test_review_box_prefilled_and_audit_blind(
     ls = label_studio
     table = _rows()
     review, audit = table.to_pylist()
-    (ls.root / "factory.yaml").write_text(f"annotation: {{port: {ls.port}, project_prefix: {PREFIX}}}\n")
+    (ls.root / "factory.yaml").write_text(
+        ls_yaml(
+            f"port: {ls.port}, project_prefix: {PREFIX}", "review_budget: 10, audit_rate: 1, audit_budget: 1"
+        )
+    )
     try:
         _stage(ls, table, BATCH, monkeypatch)
         pushed = ls.ptf("annotate", "push", "--batch", BATCH)
@@ -126,4 +129,4 @@ def test_review_box_prefilled_and_audit_blind(
         assert audited["decisions"][-1]["stage"] == "review"
         assert audited["decisions"][-1]["verdict"] == "reject"
     finally:
-        (ls.root / "factory.yaml").write_text(f"annotation: {{port: {ls.port}, pull_page: 10}}\n")
+        (ls.root / "factory.yaml").write_text(ls_yaml(f"port: {ls.port}, pull_page: 10"))

@@ -107,8 +107,9 @@ def _asset_graph_in_chromium(port: int, assets: list[str]) -> None:
         browser = launch_chromium(playwright)
         try:
             page = browser.new_page(viewport={"width": 2400, "height": 1400})
-            # routed_samples' neighbours reach every stage but human_labels, whose own view adds it
-            for start in ("routed_samples", "human_labels"):
+            # routed_samples' neighbours reach every stage but human_labels, whose own view adds it,
+            # and failure_seeds (it reads an evaluation report, no asset): its own view draws it
+            for start in ("routed_samples", "human_labels", "failure_seeds"):
                 page.goto(
                     f"http://127.0.0.1:{port}/assets/{start}?view=lineage&lineageScope=neighbors&lineageDepth=20"
                 )

@@ -10,7 +10,7 @@ import dagster as dg
 import pytest
 
 from ptfactory.assets.agent import agent_tasks, agent_trajectories
-from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.resources import factory_resources
 from ptfactory.engines.budget import BUDGET_TAG, BudgetLedger
 from ptfactory.storage.assetstore import AssetStore
 
@@ -37,10 +37,7 @@ def test_agent_rollouts_stop_at_the_budget(
         [agent_tasks, agent_trajectories],
         instance=instance,
         partition_key="b1",
-        resources={
-            "factory": FactoryResource(home=str(home), config_path=str(config)),
-            "samples_io": SampleIOManager(home=str(home)),
-        },
+        resources=factory_resources(str(config), str(home)),
         tags={BUDGET_TAG: json.dumps({"tokens": 1})},  # what `ptf run --budget tokens=1` sets
     )
     assert result.success

@@ -36,14 +36,15 @@ def _events(log: Path) -> list[tuple[str, str]]:
 
 
 def _budgeted_yaml(model: Path) -> str:
-    """The fast test config with one generation request per chunk (the budget is asked before each)
-    and only the judge priced: a dollar budget then lets generation and difficulty through and
-    stops judging after its first chunk, two rows (the seeds' first sampled and reference answers:
-    a live row finishes, and the live rows after it do not)."""
+    """The fast test config with one request per chunk (the budget is asked before each) and only
+    the judge priced: a dollar budget then lets generation and difficulty through and stops judging
+    after its first chunk. The judge sees only the rows difficulty kept (the seeds' two reference
+    answers; the tiny model's truncated samples cost no judge call), so its chunk is one row: the
+    first finishes, and the one after it does not."""
     config = fast_factory_yaml(model).replace("price_per_mtok: 0.5}", "price_per_mtok: 0, chunk_size: 1}")
     judge = f"engine: {{model: {model}}}"
     assert judge in config
-    return config.replace(judge, f"engine: {{model: {model}, price_per_mtok: 0.5, chunk_size: 2}}")
+    return config.replace(judge, f"engine: {{model: {model}, price_per_mtok: 0.5, chunk_size: 1}}")
 
 
 def _budgeted_project(project: Path, model: Path, tmp_path: Path) -> tuple[Path, dict[str, str], AssetStore]:

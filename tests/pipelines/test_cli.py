@@ -1,6 +1,7 @@
 """The `ptf` CLI as a user runs it: a subprocess in a project folder."""
 
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,8 @@ def test_run_publishes_pulls_and_explains(
 ) -> None:
     first = _ok(ptf("run", "--seeds", str(seeds_file)))
     assert "published sft@v1 (" in first.stdout
+    # the summary says what the panel did: the verifiers' verdicts and each judge's batch weight
+    assert "verifiers: " in first.stdout and "judge tiny: weight " in first.stdout
     listed = json.loads(_ok(ptf("datasets", "list", "--json")).stdout)
     assert [(d["dataset"], d["version"]) for d in listed] == [("sft", "v1")]
     assert listed[0]["rows"] >= 2  # the two reference answers, plus what the tiny model wrote
@@ -203,7 +206,9 @@ def test_every_command_has_help_that_names_its_arguments_and_an_example() -> Non
                 assert metavar in text, f"`ptf {name} --help` does not name its argument {metavar}"
             else:
                 assert param.opts[0] in text, f"`ptf {name} --help` does not list {param.opts[0]}"
-        assert f"Example: `ptf {name}" in text, f"`ptf {name} --help` gives no example of itself"
+        assert re.search(rf"Examples?: `ptf {re.escape(name)}[ `]", text), (
+            f"`ptf {name} --help` gives no example of itself"
+        )
 
 
 def test_doctor_reports_what_is_really_there(ptf: Ptf, project: Path, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -260,3 +261,42 @@ def test_an_import_whose_rows_leak_across_the_split_is_refused(cli: Cli, project
     assert "no_split_leak" in ran.error and "rows:" in ran.error
     assert DatasetStore().versions("byod") == []
     assert not list((project / ".ptf").rglob("*.parquet"))
+
+
+def test_import_help_names_every_kind_the_importer_takes(cli: Cli) -> None:
+    from ptfactory.storage.importer import DATASET_KINDS
+
+    text = " ".join(cli("datasets", "import", "--help").out.split())  # rich wraps the help
+    kinds = next(line for line in text.split("--kind")[1:] if "default" in line)
+    assert set(DATASET_KINDS) <= set(re.findall(r"[a-z]+", kinds.split("(")[0])), kinds
+    assert "prompt+answer (rl)" in text
+
+
+def test_a_retraction_landing_during_an_import_is_not_undone(
+    cli: Cli, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deterministic interleaving: the import reads the retractions, then (before it publishes) a
+    `ptf datasets retract` lands. The publish checks its base under the lock, the import reads the
+    retractions again, and the retracted rows stay out."""
+    from ptfactory.storage import retract as retract_module
+
+    _sft_parquet(project / "chats.parquet", 10)
+    _ok(cli("datasets", "import", "chats.parquet", "--name", "byod"))
+    doomed = sorted(DatasetStore().read("byod@v1").column("sample_id").to_pylist())[:3]
+    real = retract_module.retracted
+    calls: list[int] = []
+
+    def racing(store: DatasetStore, name: str) -> retract_module.Retracted:
+        found = real(store, name)
+        if not calls:  # the first read: a retraction lands right after it, before the publish
+            retract_module.retract(store, "byod@v1", [], doomed, reason="leaked", by="bob")
+        calls.append(1)
+        return found
+
+    monkeypatch.setattr(retract_module, "retracted", racing)
+    _sft_parquet(project / "chats.parquet", 12)  # the same rows and two more
+    ran = _ok(cli("datasets", "import", "chats.parquet", "--name", "byod"))
+    assert len(calls) == 2  # read again after the publish found v2 under it
+    assert "imported 9 row(s)" in ran.out
+    latest = DatasetStore().read("byod@latest").column("sample_id").to_pylist()
+    assert len(latest) == 9 and not set(latest) & set(doomed)

@@ -70,8 +70,10 @@ def test_judge_families_default_from_the_model_or_are_given() -> None:
         ("smollm2", "smollm2"),
         ("gemma3", "gemma3"),  # a second LLM family by default
         ("minilm-relevance", "embedding"),
-        ("execution", "execution"),
     ]
+    # executing code is no longer a panel member by default: the code verifier runs the tests in the
+    # sandbox first and its fail is final (an `execution` judge may still be configured)
+    assert "code" in FactoryConfig().judging.verifiers
     config = parse_config(
         {
             "engines": {"generator": {"model": "Qwen/Qwen2.5-0.5B-Instruct"}},

@@ -12,11 +12,12 @@ from ptfactory.annotators.labelstudio.ledger import Event, Ledger
 from ptfactory.annotators.labelstudio.tasks import queue_of
 from ptfactory.assets.annotation import curated_samples, human_labels
 from ptfactory.assets.datasets import preference_dataset, sft_dataset
+from ptfactory.assets.decontamination import decontaminated_samples
 from ptfactory.assets.dedup import deduplicated_samples
 from ptfactory.assets.execution import execution_validated
 from ptfactory.assets.generation import candidate_instructions, candidate_responses
 from ptfactory.assets.judging import judged_samples
-from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.resources import factory_resources
 from ptfactory.assets.scoring import difficulty_scored, routed_samples
 from ptfactory.assets.seeds import seed_tasks
 from ptfactory.pipelines.definitions import defs
@@ -41,7 +42,7 @@ def _stage(home: Path, batch: str, rows: list[dict[str, str]], tmp_path: Path) -
 
 
 REVIEW = [seed_tasks, candidate_instructions, candidate_responses, deduplicated_samples]
-REVIEW += [execution_validated, difficulty_scored, judged_samples, routed_samples]
+REVIEW += [decontaminated_samples, execution_validated, difficulty_scored, judged_samples, routed_samples]
 CURATION = [human_labels, curated_samples, sft_dataset, preference_dataset]
 GRAPH = REVIEW + CURATION  # the whole graph up to publish (tests/pipelines/test_multiprocess.py runs it)
 
@@ -105,11 +106,10 @@ def test_two_batches_reviewed_and_published_as_cumulative_versions(
         " responses: {max_tokens: 1, temperature: 0}}\n"
         "difficulty: {k: 2, max_tokens: 16, ifd_max: 1000}\n"
         "routing: {accept_at: 10, max_spread: 9, reject_at: 1, audit_rate: 0}\n"
+        # one-letter instructions ("a?", "c?") are one template to semantic dedup: off here
+        "semantic_dedup: {enabled: false}\n"
     )
-    resources = {
-        "factory": FactoryResource(home=str(home), config_path=str(config)),
-        "samples_io": SampleIOManager(home=str(home)),
-    }
+    resources = factory_resources(str(config), str(home))
     store = AssetStore(str(home))
 
     first = dg.materialize(REVIEW, instance=instance, partition_key="b1", resources=resources)
@@ -181,7 +181,7 @@ def test_missing_staged_seeds_fail_with_a_hint(home: Path) -> None:
         instance=instance,
         partition_key="ghost",
         raise_on_error=False,
-        resources={"factory": FactoryResource(home=str(home)), "samples_io": SampleIOManager(home=str(home))},
+        resources=factory_resources(home=str(home)),
     )
     assert not result.success
     failure = result.get_step_failure_events()[0].step_failure_data.error

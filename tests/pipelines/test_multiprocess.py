@@ -17,7 +17,7 @@ import pytest
 
 from ptfactory.assets.dedup import deduplicated_samples
 from ptfactory.assets.generation import candidate_instructions, candidate_responses
-from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.resources import factory_resources
 from ptfactory.assets.seeds import seed_tasks
 from ptfactory.storage.assetstore import AssetStore
 from ptfactory.storage.seedstore import SeedStore
@@ -103,10 +103,7 @@ def test_multiprocess_two_batches_match_in_process(tmp_path: Path, tiny_model: P
     config = _config(tmp_path, tiny_model)
     serial = tmp_path / "serial"
     _stage(serial, tmp_path)
-    resources = {
-        "factory": FactoryResource(home=str(serial), config_path=str(config)),
-        "samples_io": SampleIOManager(home=str(serial)),
-    }
+    resources = factory_resources(str(config), str(serial))
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("batch", list(SEEDS))
     # b1 is published first: the index both later batches are deduplicated against
@@ -120,7 +117,7 @@ def test_multiprocess_two_batches_match_in_process(tmp_path: Path, tiny_model: P
 
     run_config = {
         "resources": {
-            "factory": {"config": {"home": str(parallel), "config_path": str(config)}},
+            "settings": {"config": {"home": str(parallel), "config_path": str(config)}},
             "samples_io": {"config": {"home": str(parallel)}},
         }
     }

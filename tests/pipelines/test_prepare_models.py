@@ -20,22 +20,22 @@ def test_prepare_converts_the_configs_bundled_models_once(
     models = Path(os.environ["PTF_MODELS_DIR"])
     config = tmp_path / "factory.yaml"
     config.write_text(
-        # packed_weights off: auto is then ctranslate2 on any CPU (on AVX-512, packed transformers)
-        "engines:\n  generator: {packed_weights: false}\n  student: {backend: transformers, model: bundled}\n"
+        "engines:\n  generator: {backend: ctranslate2}\n  student: {backend: auto, model: bundled}\n"
         "judges:\n  - {name: far, type: llm, engine: {backend: openai, model: m, base_url: 'http://127.0.0.1:9'}}\n"
         "  - {name: self, type: llm}\n"
     )
     specs = config_engines(config)
-    # the generator (auto: ctranslate2), the student (transformers), the openai judge; "self" is the generator's
+    # the generator (ctranslate2), the student (auto: transformers), the openai judge; "self" is the generator's
     assert [(s.backend, s.model) for s in specs] == [
+        ("ctranslate2", "bundled"),
         ("auto", "bundled"),
-        ("transformers", "bundled"),
         ("openai", "m"),
     ]
     assert main([str(config)]) == 0
     out = capsys.readouterr().out
     hf = models / "SmolLM2-135M-Instruct"
     assert (hf / "config.json").is_file() and f"bundled (ctranslate2): {hf}" in out
+    assert f"bundled (transformers): {hf}" in out
     ct2 = prepare(specs[0])[1]
     assert (ct2 / "model.bin").is_file() and ct2 == ct2_model_dir("bundled")  # the folder the engine loads
     stamp = (ct2 / "model.bin").stat().st_mtime_ns

@@ -13,7 +13,8 @@ import pytest
 
 from ptfactory.assets.audit import publish_audit
 from ptfactory.assets.datasets import preference_dataset, sft_dataset
-from ptfactory.assets.resources import FactoryResource, SampleIOManager
+from ptfactory.assets.resources import SettingsResource, factory_resources
+from ptfactory.assets.resources.engines import chat_tokenizer
 from ptfactory.pipelines.annotate import _failed
 from ptfactory.storage.assetstore import AssetStore
 from ptfactory.storage.audit import checks_metadata
@@ -29,10 +30,7 @@ def _materialize(home: Path, config: Path) -> dg.ExecuteInProcessResult:
         # curated_samples as written by the test, read through the factory's IO manager
         [dg.SourceAsset("curated_samples", io_manager_key="samples_io"), sft_dataset],
         instance=dg.DagsterInstance.ephemeral(),
-        resources={
-            "factory": FactoryResource(home=str(home), config_path=str(config)),
-            "samples_io": SampleIOManager(home=str(home)),
-        },
+        resources=factory_resources(str(config), str(home)),
         raise_on_error=False,
     )
 
@@ -72,9 +70,15 @@ def test_leaks_and_failed_batches_are_refused_while_staged(
     manifest = store.resolve("sft@v1")
     assert manifest.stats["moved_to_train"] > 0 and manifest.checks["no_split_leak"]["passed"]
     # the staged check itself refuses a leaking version: the split as the split alone makes it
-    factory = FactoryResource(home=str(home), config_path=str(config))
+    settings = SettingsResource(home=str(home), config_path=str(config))
     with pytest.raises(AuditFailed, match="no_split_leak") as refused:
-        store.publish("sft", sides, kind="sft", config_hash="leaky", audit=publish_audit(factory))
+        store.publish(
+            "sft",
+            sides,
+            kind="sft",
+            config_hash="leaky",
+            audit=publish_audit(settings, lambda: chat_tokenizer(settings.config)),
+        )
     assert refused.value.failed[0].rows  # names the held-out rows at fault
     assert store.versions("sft") == [1]
     home = tmp_path / "second-home"  # the next parts start afresh
@@ -196,7 +200,7 @@ def test_a_new_label_publishes_and_audits_only_the_change(
     )
 
     # the staged check itself refuses a change that leaks: the copy put on the train side as it is
-    factory = FactoryResource(home=str(home), config_path=str(config))
+    settings = SettingsResource(home=str(home), config_path=str(config))
     held = store.read("sft@v3", split="validation")
     text = held.column("messages")[0].as_py()[0]["content"]
     with pytest.raises(AuditFailed, match="no_split_leak") as refused:
@@ -207,7 +211,7 @@ def test_a_new_label_publishes_and_audits_only_the_change(
             kind="sft",
             config_hash=v3.config_hash,
             shard_rows=2,
-            audit=publish_audit(factory),
+            audit=publish_audit(settings, lambda: chat_tokenizer(settings.config)),
         )
     assert refused.value.failed[0].rows == (held.column("sample_id")[0].as_py(),)
     assert store.versions("sft") == [1, 2, 3]
@@ -240,10 +244,7 @@ def test_a_preference_dataset_publishes_a_changed_pair_as_a_change(
         return dg.materialize(
             [dg.SourceAsset("curated_samples", io_manager_key="samples_io"), preference_dataset],
             instance=dg.DagsterInstance.ephemeral(),
-            resources={
-                "factory": FactoryResource(home=str(home), config_path=str(config)),
-                "samples_io": SampleIOManager(home=str(home)),
-            },
+            resources=factory_resources(str(config), str(home)),
         )
 
     assert run().success

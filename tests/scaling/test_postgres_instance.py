@@ -29,6 +29,7 @@ from dagster._grpc.client import DagsterGrpcClient
 
 from ptfactory.assets.annotation import curated_samples, human_labels
 from ptfactory.assets.datasets import preference_dataset, sft_dataset
+from ptfactory.assets.decontamination import decontaminated_samples
 from ptfactory.assets.dedup import deduplicated_samples
 from ptfactory.assets.execution import execution_validated
 from ptfactory.assets.generation import candidate_instructions, candidate_responses
@@ -48,7 +49,8 @@ pytestmark = pytest.mark.integration
 __all__ = ["postgres_server"]  # the fixture, used by name below
 
 # every asset up to publish (its own list: tests/pipelines/test_definitions.py splits it at review)
-GRAPH = [seed_tasks, candidate_instructions, candidate_responses, deduplicated_samples, execution_validated]
+GRAPH = [seed_tasks, candidate_instructions, candidate_responses, deduplicated_samples]
+GRAPH += [decontaminated_samples, execution_validated]
 GRAPH += [difficulty_scored, judged_samples, routed_samples, human_labels, curated_samples]
 GRAPH += [sft_dataset, preference_dataset]
 MP_JOB = "mp_factory"

@@ -177,10 +177,11 @@ def test_published_index_is_parquet_any_worker_reads(cluster: RayCluster, tmp_pa
 def test_factory_yaml_scale_ray_runs_the_assets_on_the_cluster(cluster: RayCluster, tmp_path: Path) -> None:
     import dagster as dg
 
+    from ptfactory.assets.decontamination import decontaminated_samples
     from ptfactory.assets.dedup import deduplicated_samples
     from ptfactory.assets.execution import execution_validated
     from ptfactory.assets.generation import candidate_responses
-    from ptfactory.assets.resources import FactoryResource, SampleIOManager
+    from ptfactory.assets.resources import factory_resources
     from ptfactory.storage.assetstore import AssetStore
 
     home = tmp_path / "home"
@@ -190,18 +191,22 @@ def test_factory_yaml_scale_ray_runs_the_assets_on_the_cluster(cluster: RayClust
     config.write_text(
         f"scale:\n  ray: {{address: '{cluster.address}', shard_rows: 1000, chunk_jobs: 10}}\n"
         "sandbox: {backend: docker, workers: 1, timeout_s: 3}\n"
+        # MinHash on the cluster is what is compared here: the in-process clean-data stages stay out
+        "semantic_dedup: {enabled: false}\ndecontamination: {enabled: false}\n"
     )
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("batch", ["b1"])
     before = _ids("_hash_shard") | _ids("_NodePool.run_chunk")
     result = dg.materialize(
-        [*candidate_responses.to_source_assets(), deduplicated_samples, execution_validated],
+        [
+            *candidate_responses.to_source_assets(),
+            deduplicated_samples,
+            decontaminated_samples,
+            execution_validated,
+        ],
         instance=instance,
         partition_key="b1",
-        resources={
-            "factory": FactoryResource(home=str(home), config_path=str(config)),
-            "samples_io": SampleIOManager(home=str(home)),
-        },
+        resources=factory_resources(str(config), str(home)),
     )
     assert result.success
     meta = result.asset_materializations_for_node("execution_validated")[0].metadata
