@@ -7,7 +7,8 @@ generator engine, one sandbox container per episode. A configurable share of eac
 in fresh sandboxes; one that does not reproduce is dropped as ``not_reproducible``. Difficulty is
 1 - solve rate over a task's rollouts (``too_easy``, ``unsolvable``); solved trajectories become
 ``sft`` rows and a task's solved and failed rollouts ``preference`` pairs, which join the batch's
-other rows at dedup and go through the same judges, routing and review.
+other rows at dedup and go through the same judges, routing and review. Personal data and secrets
+in the stored rows (the model's text, tool output) are redacted as generated text is.
 """
 
 import json
@@ -22,13 +23,21 @@ import dagster as dg
 import pyarrow as pa
 
 from ptfactory.assets.budget import budget_metadata, metered, stage_guard
-from ptfactory.assets.common import check_specs, counts_md, engine_metadata, preview_md, schema_check
+from ptfactory.assets.common import (
+    check_specs,
+    counts_md,
+    engine_metadata,
+    preview_md,
+    privacy_metadata,
+    schema_check,
+)
 from ptfactory.assets.partitions import batch_partitions
 from ptfactory.assets.pools import GPU_POOL
 from ptfactory.assets.resources.engines import EnginesResource
 from ptfactory.assets.resources.sandbox import SandboxResource
 from ptfactory.assets.resources.settings import SettingsResource
 from ptfactory.engines.budget import BudgetExhausted
+from ptfactory.filters.privacy import clean_samples
 from ptfactory.generators.agent.record import complete_record, trajectory_table
 from ptfactory.generators.agent.tasks import AgentTask, read_tasks
 from ptfactory.storage.schema import empty_table
@@ -182,6 +191,9 @@ def agent_trajectories(
     rates = solve_rate_difficulty(unique, Counter(r["sample_id"] for r in rows))
     derived = training_rows(unique)
     table, _ = trajectory_table([*unique, *derived])
+    # steps hold the model's text and tool output (a task file's secret a command printed): redacted
+    # before the rows are stored, as generated text is
+    table, privacy = clean_samples(table, settings.config.privacy)
     references = sum(1 for r in rows if is_reference(r))
     rows = [r for r in rows if not is_reference(r)]  # the figures are the model's
     outcomes = [r["outcome"] for r in rows]
@@ -192,6 +204,7 @@ def agent_trajectories(
         value=table,
         metadata={
             "dagster/row_count": dg.MetadataValue.int(table.num_rows),
+            **privacy_metadata(privacy),
             "tasks": dg.MetadataValue.int(len(tasks)),
             "episodes": dg.MetadataValue.int(len(rows)),
             "reference_episodes": dg.MetadataValue.int(references),

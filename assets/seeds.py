@@ -10,6 +10,7 @@ from ptfactory.assets.common import check_specs, counts_md, preview_md, schema_c
 from ptfactory.assets.partitions import batch_partitions
 from ptfactory.assets.resources.settings import SettingsResource
 from ptfactory.filters.privacy import clean_samples, read_sidecar, record_redactions
+from ptfactory.generators.procedural import procedural_seed_tasks
 from ptfactory.generators.seeds import SeedTask, read_seeds, seeds_to_table
 
 
@@ -40,7 +41,8 @@ def seed_tasks(context: dg.AssetExecutionContext, settings: SettingsResource) ->
     """Seed tasks of one batch: instruction-only, instruction + reference answer, or code problems with tests.
 
     Read from the seed files staged for the batch (``PTF_HOME/seeds/<batch>/``); a bad file
-    fails the run with the file, line and field. The staged files were redacted when staged
+    fails the run with the file, line and field. factory.yaml's ``seeds.procedural`` adds
+    reasoning-gym tasks (each with its family's scorer) to them. The staged files were redacted when staged
     (personal data and secrets replaced by typed placeholders); each redacted row carries a
     ``privacy`` decision with the types and counts (never a value).
     """
@@ -52,6 +54,10 @@ def seed_tasks(context: dg.AssetExecutionContext, settings: SettingsResource) ->
         )
     folder = seeds.local_dir(batch)
     tasks = read_seeds(folder, settings.config.seeds.max_field_chars)
+    # factory.yaml's seeds.procedural: reasoning-gym tasks drawn with a fixed seed, so a rerun of the
+    # batch draws the same tasks (and the same ids)
+    procedural = procedural_seed_tasks(settings.config.seeds.procedural, settings.config.seeds.max_field_chars)
+    tasks = [*tasks, *procedural]
     table: pa.Table = seeds_to_table(tasks, batch)
     # what was redacted before staging (filters/privacy/seedfiles.py), as each row's decision; then
     # a second pass over the rows, for a batch staged before seeds were redacted (or by hand)
@@ -67,6 +73,7 @@ def seed_tasks(context: dg.AssetExecutionContext, settings: SettingsResource) ->
             "dagster/row_count": dg.MetadataValue.int(table.num_rows),
             "with_reference": dg.MetadataValue.int(with_reference),
             "instruction_only": dg.MetadataValue.int(table.num_rows - with_reference),
+            "procedural": dg.MetadataValue.int(len(procedural)),
             "kinds": counts_md(kinds, "kind"),
             "rows_redacted": dg.MetadataValue.int(staged.rows_with_findings + cleaned.rows_with_findings),
             "redactions": counts_md(found, "type"),

@@ -130,10 +130,10 @@ def _kind(task: SeedTask) -> str:
 
 
 def _procedural(config: FactoryConfig) -> list[SeedTask]:
-    """The procedural tasks ``seeds.procedural`` adds to every batch's seeds (none where the
-    section is absent or names no family)."""
-    section = getattr(config.seeds, "procedural", None)
-    if section is None or not section.datasets:
+    """The procedural tasks ``seeds.procedural`` adds to every batch's seeds (none where it names
+    no family)."""
+    section = config.seeds.procedural
+    if not section.datasets:
         return []
     from ptfactory.generators.procedural import procedural_seed_tasks
 

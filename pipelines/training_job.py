@@ -62,9 +62,12 @@ class EvaluateConfig(dg.Config):
         description="task specs as `ptf eval --tasks` takes them; empty: the trained version's validation "
         "split (skipped, with a note, when none of its rows can be verified)",
     )
-    rollouts: int = Field(1, ge=1, description="answers per task")
-    max_tokens: int = Field(256, ge=1, description="tokens per answer")
-    seed: int = Field(0, ge=0, description="sampling seed")
+    # unset: factory.yaml's eval section (as `ptf eval` reads it); set: this run's value
+    rollouts: int | None = Field(None, ge=1, description="answers per task; default: factory.yaml's eval.rollouts")
+    max_tokens: int | None = Field(
+        None, ge=1, description="tokens per answer; default: factory.yaml's eval.max_tokens"
+    )
+    seed: int | None = Field(None, ge=0, description="sampling seed; default: factory.yaml's eval.seed")
 
 
 @dg.op(
@@ -75,14 +78,14 @@ def evaluate_checkpoint_op(
 ) -> dg.Output[str | None]:
     from ptfactory.errors import UserInputError
     from ptfactory.filters.execution import open_sandbox
-    from ptfactory.training.eval.config import EvalSection
     from ptfactory.training.eval.evaluate import evaluate
     from ptfactory.training.eval.model import resolve_model
 
     model = resolve_model(checkpoint)
     trained = (model.lineage or {}).get("dataset") or {}
     specs = list(config.tasks) or [f"{trained.get('ref')}:validation"]
-    sampling = EvalSection(rollouts=config.rollouts, max_tokens=config.max_tokens, seed=config.seed)
+    chosen = {"rollouts": config.rollouts, "max_tokens": config.max_tokens, "seed": config.seed}
+    sampling = settings.config.eval.model_copy(update={k: v for k, v in chosen.items() if v is not None})
     box = settings.config.sandbox
     try:
         result = evaluate(

@@ -31,6 +31,7 @@ from ptfactory.filters.execution.validate import ExecutionConfig
 from ptfactory.filters.privacy.config import PrivacyConfig
 from ptfactory.generators.agent.settings import AgentSection
 from ptfactory.generators.config import GenerationConfig
+from ptfactory.generators.procedural import ProceduralSeeds
 from ptfactory.panel_config import JudgeSpec, JudgingSection, default_judges, judge_family, model_family
 from ptfactory.section import Section
 from ptfactory.training.eval.config import EvalSection
@@ -52,6 +53,10 @@ __all__ = [
 
 class SeedsConfig(Section):
     max_field_chars: int = Field(100_000, gt=0, description="longest text allowed in one seed field")
+    procedural: ProceduralSeeds = Field(
+        ProceduralSeeds(),
+        description="reasoning-gym tasks (with their own scorers) added to every batch's seed files",
+    )
 
 
 class StorageConfig(Section):

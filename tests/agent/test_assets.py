@@ -5,10 +5,12 @@ them through dedup, execution validation and difficulty."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from faker import Faker
 
 from ptfactory.assets.agent import agent_tasks, agent_trajectories
 from ptfactory.assets.decontamination import decontaminated_samples
@@ -27,7 +29,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_agent_trajectories_asset(home: Path, tmp_path: Path, tiny_model: Path) -> None:
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text((REPO / "demo" / "agent" / "tasks.jsonl").read_text().splitlines()[0] + "\n")
+    task = json.loads((REPO / "demo" / "agent" / "tasks.jsonl").read_text().splitlines()[0])
+    # a maintainer's address in the code: the reference episode reads calc.py, so its tool output holds it
+    planted = Faker("en_US").email()
+    calc = task["files"]["calc.py"]
+    task["files"]["calc.py"] = calc.replace('"""\n', f'\n\nMaintainer: {planted}\n"""\n', 1)
+    assert planted in task["files"]["calc.py"]
+    tasks.write_text(json.dumps(task) + "\n")
     config = tmp_path / "factory.yaml"
     config.write_text(
         f"engines:\n  generator: {{model: {tiny_model}}}\n"
@@ -50,6 +58,8 @@ def test_agent_trajectories_asset(home: Path, tmp_path: Path, tiny_model: Path) 
     table = store.read("agent_trajectories", "b1")
     validate_table(table)
     rows = table.to_pylist()
+    # the stored episodes keep no raw personal data: redacted, with the type and count in a decision
+    assert planted not in json.dumps(rows, default=str) and meta["rows_redacted"].value >= 1
     agents = [r for r in rows if r["kind"] == "agent"]
     reference = [r for r in agents if r["provenance"]["engine"] == "reference"]
     assert len(reference) == 1 and reference[0]["outcome"]["solved"]

@@ -63,18 +63,14 @@ def test_math_and_procedural_seeds_are_counted_as_the_student_attempts_them() ->
 
 
 def test_the_procedural_section_adds_its_tasks_to_the_seeds() -> None:
-    """``seeds.procedural`` (where factory.yaml has the section) draws its tasks as a batch does:
+    """``seeds.procedural`` (where it names families) draws its tasks as a batch does:
     they are answered, attempted by the student and scored like the file's own seeds."""
-    from types import SimpleNamespace
-
     from ptfactory.generators.procedural import ProceduralSeeds, procedural_seed_tasks
 
     plain = parse_seed("seeds.jsonl:1", {"instruction": "Name a color."})
     section = ProceduralSeeds(datasets=["basic_arithmetic", "chain_sum"], count=2)
     config = _config()
-    with_section = config.model_copy(
-        update={"seeds": SimpleNamespace(procedural=section, max_field_chars=config.seeds.max_field_chars)}
-    )
+    with_section = config.model_copy(update={"seeds": config.seeds.model_copy(update={"procedural": section})})
     drawn = procedural_seed_tasks(section)
     assert len(drawn) == 4
     assert estimate_run(with_section, [plain]) == estimate_run(config, [plain, *drawn])

@@ -55,10 +55,12 @@ def test_train_then_evaluate_links_the_report_to_the_version(
     datasets = DatasetStore(str(home))
     datasets.publish("sft", _verifiable(12), kind="sft", config_hash="t", batches=["b1", "b2"])
     job = defs.resolve_job_def("train_sft")
+    config = tmp_path / "factory.yaml"  # the evaluation step samples as factory.yaml's eval says
+    config.write_text("eval:\n  rollouts: 2\n")
     with dg.DagsterInstance.ephemeral() as instance:
         result = job.execute_in_process(
             instance=instance,
-            resources=factory_resources(str(tmp_path / "none.yaml"), str(home)),
+            resources=factory_resources(str(config), str(home)),
             run_config={
                 "ops": {
                     "train_sft_op": {
@@ -80,6 +82,7 @@ def test_train_then_evaluate_links_the_report_to_the_version(
     report = json.loads(report_path.read_text())
     assert report["tasks"] == ["sft@v1:validation"]
     assert [r["family"] for r in report["results"]] == ["answer"] * 4
+    assert [r["rollouts"] for r in report["results"]] == [2] * 4  # eval.rollouts; max_tokens the op's
     assert report["lineage"]["checkpoint"] == str(checkpoint)
     assert report["lineage"]["ref"] == "sft@v1" and report["lineage"]["batches"] == ["b1", "b2"]
     assert (

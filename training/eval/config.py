@@ -1,4 +1,4 @@
-"""``eval:`` in factory.yaml (to be wired into FactoryConfig): how ``ptf eval`` samples and reports."""
+"""``eval:`` in factory.yaml: how ``ptf eval`` and the ``train_sft`` job's evaluation step sample and report."""
 
 from __future__ import annotations
 
