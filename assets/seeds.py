@@ -56,7 +56,9 @@ def seed_tasks(context: dg.AssetExecutionContext, settings: SettingsResource) ->
     tasks = read_seeds(folder, settings.config.seeds.max_field_chars)
     # factory.yaml's seeds.procedural: reasoning-gym tasks drawn with a fixed seed, so a rerun of the
     # batch draws the same tasks (and the same ids)
-    procedural = procedural_seed_tasks(settings.config.seeds.procedural, settings.config.seeds.max_field_chars)
+    procedural = procedural_seed_tasks(
+        settings.config.seeds.procedural, settings.config.seeds.max_field_chars
+    )
     tasks = [*tasks, *procedural]
     table: pa.Table = seeds_to_table(tasks, batch)
     # what was redacted before staging (filters/privacy/seedfiles.py), as each row's decision; then

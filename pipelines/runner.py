@@ -130,7 +130,9 @@ def run_batch(
     console.print(f"[bold]batch[/] {batch}: {len(tasks)} seed tasks from {seeds} (config {recorded.hash})")
     if procedural := config.seeds.procedural.datasets:
         count = config.seeds.procedural.count
-        console.print(f"  plus up to {count} procedural tasks per family from seeds.procedural: {', '.join(procedural)}")
+        console.print(
+            f"  plus up to {count} procedural tasks per family from seeds.procedural: {', '.join(procedural)}"
+        )
     if redacted.found:
         found = ", ".join(f"{count} {kind}" for kind, count in sorted(redacted.found.items()))
         console.print(f"  redacted before staging: {found} (types and counts in the rows' decisions)")

@@ -63,7 +63,9 @@ class EvaluateConfig(dg.Config):
         "split (skipped, with a note, when none of its rows can be verified)",
     )
     # unset: factory.yaml's eval section (as `ptf eval` reads it); set: this run's value
-    rollouts: int | None = Field(None, ge=1, description="answers per task; default: factory.yaml's eval.rollouts")
+    rollouts: int | None = Field(
+        None, ge=1, description="answers per task; default: factory.yaml's eval.rollouts"
+    )
     max_tokens: int | None = Field(
         None, ge=1, description="tokens per answer; default: factory.yaml's eval.max_tokens"
     )

@@ -70,7 +70,9 @@ def test_the_procedural_section_adds_its_tasks_to_the_seeds() -> None:
     plain = parse_seed("seeds.jsonl:1", {"instruction": "Name a color."})
     section = ProceduralSeeds(datasets=["basic_arithmetic", "chain_sum"], count=2)
     config = _config()
-    with_section = config.model_copy(update={"seeds": config.seeds.model_copy(update={"procedural": section})})
+    with_section = config.model_copy(
+        update={"seeds": config.seeds.model_copy(update={"procedural": section})}
+    )
     drawn = procedural_seed_tasks(section)
     assert len(drawn) == 4
     assert estimate_run(with_section, [plain]) == estimate_run(config, [plain, *drawn])
