@@ -41,7 +41,7 @@ def _describe(name: str, body: dict[str, Any]) -> str:
     return f"{'passed' if body['passed'] else 'FAILED'} on the staged version: {detail}{rows}"
 
 
-def _check_results(
+def audit_check_results(
     asset: str, checks: dict[str, Any], absent: str = "not run: not applicable to this version"
 ) -> list[dg.AssetCheckResult]:
     """The staged version's audit, as Dagster sees it (every check of the spec reported; one that
@@ -222,6 +222,46 @@ def _publish_over(
     return result, table, "full table"
 
 
+def publish_assembled(
+    context: dg.AssetExecutionContext,
+    settings: SettingsResource,
+    engines: EnginesResource,
+    *,
+    name: str,
+    kind: str,
+    assembled: Any,
+    extra: dict[str, Any],
+    metadata: Mapping[str, Any] | None = None,
+) -> tuple[PublishResult, pa.Table, str] | dg.MaterializeResult:  # type: ignore[type-arg]
+    """Publish an assembled ``kind`` version of ``name`` (the sft, preference and rl assets share
+    it): the result, the rows put in and how; or, when the audit refuses it, the asset's result
+    saying so (nothing published, no alias moved: the failed checks, blocking, stop the run)."""
+    common: dict[str, Any] = {
+        "kind": kind,
+        # the config this run acts under (the newest batch's: assets/resources/settings.py)
+        "config_hash": settings.run_config.hash,
+        "shard_rows": settings.config.storage.shard_rows,
+        "dagster_run_id": context.run.run_id,
+        "batches": assembled.batches,
+        "audit": publish_audit(settings, engines.chat_tokenizer),
+    }
+    try:
+        return _publish_rows(context, settings, name, assembled.table, common=common, extra=extra)
+    except AuditFailed as refused:
+        context.log.error(str(refused))
+        return dg.MaterializeResult(
+            metadata={
+                "created": dg.MetadataValue.bool(False),
+                "refused": dg.MetadataValue.text(str(refused)),
+                "left_out": counts_md(assembled.skipped, "reason"),
+                **(metadata or {}),
+            },
+            check_results=audit_check_results(
+                f"{kind}_dataset", {c.name: c.to_json() for c in refused.results}
+            ),
+        )
+
+
 def _publish(
     context: dg.AssetExecutionContext,
     settings: SettingsResource,
@@ -249,7 +289,7 @@ def _publish(
                 "created": dg.MetadataValue.bool(False),
                 "left_out": counts_md(assembled.skipped, "reason"),
             },
-            check_results=_check_results(asset, {}, absent="not run: nothing to publish yet"),
+            check_results=audit_check_results(asset, {}, absent="not run: nothing to publish yet"),
         )
     # each batch's own config hash beside the version's (batches run under different configs meet here)
     extra: dict[str, Any] = {
@@ -258,30 +298,12 @@ def _publish(
     }
     if kind == "sft":
         extra[STATS_KEY] = version_calibration(curated, config)  # a report: the panel reads the store
-    common: dict[str, Any] = {
-        "kind": kind,
-        # the config this run acts under (the newest batch's: assets/resources/settings.py)
-        "config_hash": settings.run_config.hash,
-        "shard_rows": config.storage.shard_rows,
-        "dagster_run_id": context.run.run_id,
-        "batches": assembled.batches,
-        "audit": publish_audit(settings, engines.chat_tokenizer),
-    }
-    try:
-        result, added, how = _publish_rows(
-            context, settings, name, assembled.table, common=common, extra=extra
-        )
-    except AuditFailed as refused:
-        # nothing published, no alias moved: the failed checks (blocking) stop the run here
-        context.log.error(str(refused))
-        return dg.MaterializeResult(
-            metadata={
-                "created": dg.MetadataValue.bool(False),
-                "refused": dg.MetadataValue.text(str(refused)),
-                "left_out": counts_md(assembled.skipped, "reason"),
-            },
-            check_results=_check_results(asset, {c.name: c.to_json() for c in refused.results}),
-        )
+    published_or_refused = publish_assembled(
+        context, settings, engines, name=name, kind=kind, assembled=assembled, extra=extra
+    )
+    if isinstance(published_or_refused, dg.MaterializeResult):
+        return published_or_refused
+    result, added, how = published_or_refused
     manifest = result.manifest
     # what was published is what was assembled (publish only conforms and sorts it): no read-back
     published = assembled.table
@@ -312,7 +334,7 @@ def _publish(
             "preview": preview_md(published),
         },
         # an unchanged republish reports the audit the existing version passed
-        check_results=_check_results(asset, manifest.checks),
+        check_results=audit_check_results(asset, manifest.checks),
     )
 
 

@@ -15,9 +15,9 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ptfactory.assets.audit import AUDIT_CHECKS, publish_audit
+from ptfactory.assets.audit import AUDIT_CHECKS
 from ptfactory.assets.common import check_specs, counts_md, engine_metadata, preview_md
-from ptfactory.assets.datasets import _check_results, _publish_rows
+from ptfactory.assets.datasets import audit_check_results, publish_assembled
 from ptfactory.assets.pools import GPU_POOL
 from ptfactory.assets.resources.engines import EnginesResource
 from ptfactory.assets.resources.sandbox import SandboxResource
@@ -35,7 +35,6 @@ from ptfactory.engines.budget import (
 )
 from ptfactory.storage.assemble import assemble_rl
 from ptfactory.storage.retract import retracted
-from ptfactory.storage.versions import AuditFailed
 from ptfactory.training.rl import Measured, RLSection, measure
 
 __all__ = ["MEASURED_ASSET", "rl_dataset", "rl_settings"]
@@ -161,36 +160,19 @@ def rl_dataset(
                 "left_out": counts_md(assembled.skipped, "reason"),
                 **cost,
             },
-            check_results=_check_results("rl_dataset", {}, absent="not run: nothing to publish yet"),
+            check_results=audit_check_results("rl_dataset", {}, absent="not run: nothing to publish yet"),
         )
-    common: dict[str, Any] = {
-        "kind": "rl",
-        "config_hash": settings.run_config.hash,
-        "shard_rows": config.storage.shard_rows,
-        "dagster_run_id": context.run.run_id,
-        "batches": assembled.batches,
-        "audit": publish_audit(settings, engines.chat_tokenizer),
-    }
     extra: dict[str, Any] = {
         "batch_configs": settings.batch_hashes(assembled.batches),
         "decontamination": decontamination_stats(settings),
         "rl": {**section.model_dump(mode="json"), "student": _student(config)},
     }
-    try:
-        result, added, how = _publish_rows(
-            context, settings, name, assembled.table, common=common, extra=extra
-        )
-    except AuditFailed as refused:
-        context.log.error(str(refused))
-        return dg.MaterializeResult(
-            metadata={
-                "created": dg.MetadataValue.bool(False),
-                "refused": dg.MetadataValue.text(str(refused)),
-                "left_out": counts_md(assembled.skipped, "reason"),
-                **cost,
-            },
-            check_results=_check_results("rl_dataset", {c.name: c.to_json() for c in refused.results}),
-        )
+    published_or_refused = publish_assembled(
+        context, settings, engines, name=name, kind="rl", assembled=assembled, extra=extra, metadata=cost
+    )
+    if isinstance(published_or_refused, dg.MaterializeResult):
+        return published_or_refused
+    result, added, how = published_or_refused
     manifest = result.manifest
     remembered = remember_prompts(settings, added) if result.created else 0
     return dg.MaterializeResult(
@@ -209,5 +191,5 @@ def rl_dataset(
             **cost,
             "preview": preview_md(assembled.table),
         },
-        check_results=_check_results("rl_dataset", manifest.checks),
+        check_results=audit_check_results("rl_dataset", manifest.checks),
     )
