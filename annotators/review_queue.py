@@ -283,13 +283,16 @@ def _mark_queued_elsewhere(table: pa.Table, elsewhere: dict[str, tuple[str, str]
 
 
 def _decisions(table: pa.Table) -> dict[str, Decision]:
-    """The routing decision of each live row (its last ``route`` decision)."""
+    """The routing decision of each row routing decided (its last ``route`` decision): the live
+    rows, and those routing itself rejected (an auto-reject is a decision a rerun keeps too; a
+    rerun that re-routed it found no decision for it and failed)."""
     out: dict[str, Decision] = {}
     trails = table.column("decisions").to_pylist()
     ids = table.column("sample_id").to_pylist()
-    for i in live_rows(table):
-        last = next((d for d in reversed(trails[i] or []) if d["stage"] == STAGE), None)
-        if last is not None:
+    live = set(live_rows(table))
+    for i, trail in enumerate(trails):
+        last = next((d for d in reversed(trail or []) if d["stage"] == STAGE), None)
+        if last is not None and (i in live or last["verdict"] == "reject"):
             out[ids[i]] = (last["verdict"], last["reason"], last["detail"])
     return out
 

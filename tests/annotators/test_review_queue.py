@@ -106,3 +106,15 @@ def test_a_rerun_keeps_what_the_first_admission_decided(tmp_path: Path) -> None:
     grown = queue.admit("b1", _judged("b1", [6.0, 5.0, 4.0, 7.0]), TWO)
     assert grown.counts == {"needs_review": 2, "waiting": 2}
     assert queue.counts() == {"review": 2, "waiting": 2}
+
+
+def test_a_rerun_keeps_an_auto_reject(tmp_path: Path) -> None:
+    """A row routing rejected is a decision of the first admission too: the rerun keeps it (it
+    once re-routed the row, found no live decision for it and failed with a KeyError)."""
+    queue = ReviewQueue(tmp_path / "queue.sqlite")
+    rows = _judged("b1", [0.0, 6.0], means=[1.0, 5.0])  # agreed low: auto_reject; disputed: review
+    first = queue.admit("b1", rows, TWO)
+    assert first.counts == {"auto_reject": 1, "needs_review": 1}
+    again = queue.admit("b1", rows, TWO)
+    assert again.table.to_pylist() == first.table.to_pylist()
+    assert queue.counts() == {"review": 1}
