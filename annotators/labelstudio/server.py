@@ -121,7 +121,7 @@ class LabelStudioServer:
         if admin != creds.to_json() and not any(
             env.get(f"{self.env_prefix}{k}") for k in ("USERNAME", "PASSWORD", "TOKEN")
         ):
-            self._store_credentials({**stored, "admin": creds.to_json()})
+            self.store_credentials({**stored, "admin": creds.to_json()})
         return creds
 
     def annotators(self) -> dict[str, dict[str, str]]:
@@ -129,7 +129,7 @@ class LabelStudioServer:
             return {}
         return dict(json.loads(self.credentials_file.read_text()).get("annotators", {}))
 
-    def _store_credentials(self, data: dict[str, Any]) -> None:
+    def store_credentials(self, data: dict[str, Any]) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.credentials_file, json.dumps(data, indent=2), mode=0o600)
 
@@ -192,7 +192,7 @@ class LabelStudioServer:
         stored = json.loads(self.credentials_file.read_text()) if self.credentials_file.exists() else {}
         if not stored.get("secret_key"):
             stored["secret_key"] = secrets.token_urlsafe(40)
-            self._store_credentials(stored)
+            self.store_credentials(stored)
         return str(stored["secret_key"])
 
     # lifecycle -----------------------------------------------------------------------------
@@ -209,7 +209,10 @@ class LabelStudioServer:
 
     def answers(self, creds: Credentials | None = None, timeout: float = 5.0) -> bool:
         """True when the API takes our token."""
-        creds = creds or self.credentials()
+        return self._whoami(creds or self.credentials(), timeout) == 200
+
+    def _whoami(self, creds: Credentials, timeout: float) -> int | None:
+        """The API's status code for our token (None: nothing answers yet)."""
         try:
             response = httpx.get(
                 f"{self.url}/api/current-user/whoami",
@@ -217,16 +220,19 @@ class LabelStudioServer:
                 timeout=timeout,
             )
         except httpx.HTTPError:
-            return False
-        return response.status_code == 200
+            return None
+        return response.status_code
 
-    def up(self, *, wait_s: float = 900.0, say: Callable[[str], None] = print) -> ServerState:
-        """Start Label Studio (or find the one we started) and wait until its API answers."""
+    def up(
+        self, *, wait_s: float = 900.0, refused_s: float = 60.0, say: Callable[[str], None] = print
+    ) -> ServerState:
+        """Start Label Studio (or find the one we started) and wait until its API answers;
+        ``refused_s``: how long it may answer but refuse our token before that is an error."""
         creds = self.credentials()
         state = self.state()
         if state is not None:
             if not self.answers(creds):
-                self._wait(state, creds, wait_s, say)
+                self._wait(state, creds, wait_s, say, refused_s=refused_s)
             return state
         if _port_answers(self.host, self.port):
             raise AnnotationError(
@@ -262,7 +268,7 @@ class LabelStudioServer:
         ticks = _start_ticks(process.pid)
         state = ServerState(process.pid, ticks or 0, self.host, self.port, time.time())
         atomic_write_text(self.state_file, json.dumps(state.__dict__))
-        self._wait(state, creds, wait_s, say, process)
+        self._wait(state, creds, wait_s, say, process, refused_s=refused_s)
         return state
 
     def _wait(
@@ -272,12 +278,30 @@ class LabelStudioServer:
         wait_s: float,
         say: Callable[[str], None],
         process: subprocess.Popen[bytes] | None = None,
+        *,
+        refused_s: float = 60.0,
     ) -> None:
         say(f"waiting for Label Studio at {state.url} (the first start migrates its database: minutes)")
         deadline = time.monotonic() + wait_s
+        refused_since: float | None = None
         while time.monotonic() < deadline:
-            if self.answers(creds, timeout=2.0):
+            status = self._whoami(creds, timeout=2.0)
+            if status == 200:
                 return
+            # a server that answers but keeps refusing our token was made with other credentials
+            # (its database kept, credentials.json lost or replaced): it never will take it
+            if status in (401, 403):
+                refused_since = refused_since if refused_since is not None else time.monotonic()
+                if time.monotonic() - refused_since > refused_s:
+                    raise AnnotationError(
+                        f"Label Studio at {state.url} is up but refuses the admin token of "
+                        f"{self.credentials_file}: its database in {self.data_dir} was made with other "
+                        f"credentials. Restore that file (or set {self.env_prefix}TOKEN), or run "
+                        f"`ptf annotate down` and move {self.data_dir} aside to start an empty one "
+                        "(its projects and labels stay in the moved folder)"
+                    )
+            else:
+                refused_since = None
             if (process is not None and process.poll() is not None) or _start_ticks(
                 state.pid
             ) != state.start_ticks:
@@ -341,55 +365,3 @@ class LabelStudioServer:
         if not self.log_file.exists():
             return "(no log)"
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-
-    # accounts ------------------------------------------------------------------------------
-    def add_user(self, email: str, password: str | None = None) -> dict[str, str]:
-        """A non-admin account (an annotator) with a password for the browser and an API token.
-
-        Label Studio's API cannot set passwords, so this runs Django in Label Studio's venv
-        against its database. Idempotent: an existing account keeps its token.
-        """
-        known = self.annotators()
-        password = password or known.get(email, {}).get("password") or secrets.token_urlsafe(14)
-        script = _ADD_USER.format(email=json.dumps(email), password=json.dumps(password))
-        run = subprocess.run(
-            [str(self.venv / "bin" / "python"), "-c", script],
-            capture_output=True,
-            text=True,
-            env=self.environment(),
-            cwd=self.data_dir,
-            check=False,
-        )
-        if run.returncode != 0:
-            raise AnnotationError(f"could not create Label Studio user {email}: {run.stderr.strip()[-800:]}")
-        token = run.stdout.strip().splitlines()[-1]
-        stored = json.loads(self.credentials_file.read_text()) if self.credentials_file.exists() else {}
-        stored.setdefault("annotators", {})[email] = {"password": password, "token": token}
-        self._store_credentials(stored)
-        return {"email": email, "password": password, "token": token}
-
-
-_ADD_USER = """
-import os, pathlib, sys
-import label_studio
-sys.path.insert(0, str(pathlib.Path(label_studio.__file__).parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "label_studio.core.settings.label_studio")
-import django
-django.setup()
-from organizations.models import Organization
-from rest_framework.authtoken.models import Token
-from users.models import User
-email, password = {email}, {password}
-user = User.objects.filter(email=email).first()
-if user is None:
-    user = User.objects.create_user(email=email, password=password, username=email)
-elif not user.check_password(password):
-    user.set_password(password)
-    user.save()
-org = Organization.objects.order_by("id").first()
-org.add_user(user)
-user.active_organization = org
-user.save(update_fields=["active_organization"])
-token, _ = Token.objects.get_or_create(user=user)
-print(token.key)
-"""

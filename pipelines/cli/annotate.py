@@ -114,8 +114,10 @@ def annotate_adduser(
     password = os.environ.get(password_env) if password_env else None
     if password_env and not password:
         raise typer.BadParameter(f"env var {password_env} is empty or unset", param_hint="--password-env")
+    from ptfactory.annotators.labelstudio.accounts import add_user
+
     server = _label_studio(config, port)
-    user = server.add_user(email, password)
+    user = add_user(server, email, password)
     out.print(f"annotator {user['email']} ready; password and token in {server.credentials_file}")
 
 

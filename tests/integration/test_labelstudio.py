@@ -5,6 +5,7 @@ row; a second push adds nothing; a server stopped mid-pull loses and duplicates 
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -409,3 +410,25 @@ def test_push_skips_and_names_a_batch_with_no_stored_output(
     assert "4 tasks created" in pushed.stdout
     pushed_ids = set(_task_ids(ls))
     assert set(table.column("sample_id").to_pylist()) <= pushed_ids
+
+
+def test_a_server_that_refuses_our_token_is_a_clear_error(
+    label_studio: LabelStudio, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Label Studio whose database was made with other credentials (credentials.json lost or
+    replaced, the database kept) answers 401 to our token for ever: `up` says so and names the
+    fix, instead of waiting out its 15 minutes in silence."""
+    for name in ("PTF_LS_USERNAME", "PTF_LS_PASSWORD", "PTF_LS_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    assert label_studio.ptf("annotate", "up").returncode == 0
+    home = tmp_path / ".ptf"  # the same running server, seen with credentials of its own
+    (home / "annotation").mkdir(parents=True)
+    shutil.copy(label_studio.home / "annotation" / "server.json", home / "annotation" / "server.json")
+    server = LabelStudioServer(home, port=label_studio.port)
+    said: list[str] = []
+    with pytest.raises(AnnotationError, match="refuses the admin token") as raised:
+        server.up(wait_s=300, refused_s=2, say=said.append)
+    message = str(raised.value)
+    assert str(server.credentials_file) in message and "ptf annotate down" in message
+    assert server.credentials().token not in message  # the error names the file, not the secret
+    assert LabelStudioServer(label_studio.home, port=label_studio.port).answers()  # untouched
