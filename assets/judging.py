@@ -131,8 +131,9 @@ def per_judge_md(panel: Panel, report: PanelReport, families: dict[str, str]) ->
         st = judge.stats
         tried = st.votes - st.abstained
         # json: a constrained reply; probability: the expected score over the score tokens;
-        # likelihood: the response's own token probabilities; others (embedding, execution) in the note
-        named = ("json", "probability", "likelihood")
+        # likelihood: the response's own token probabilities (pmi: their gain from the instruction,
+        # counted with them); others (embedding, execution) in the note
+        named = ("json", "probability", "likelihood", "pmi")
         other = sum(n for m, n in st.by_method.items() if m not in named)
         share = report.counted_share.get(judge.name)
         note = []
@@ -144,7 +145,7 @@ def per_judge_md(panel: Panel, report: PanelReport, families: dict[str, str]) ->
             note.append(f"{other} scored by {', '.join(sorted(m for m in st.by_method if m not in named))}")
         lines.append(
             f"| {judge.name} | {families.get(judge.name, '')} | {judge.model} | {st.votes} | {st.abstained} | "
-            f"{st.share('json'):.1%} | {st.share('probability'):.1%} | {st.share('likelihood'):.1%} | "
+            f"{st.share('json'):.1%} | {st.share('probability'):.1%} | {st.share('likelihood') + st.share('pmi'):.1%} | "
             f"{(st.unparsed / tried if tried else 0.0):.1%} | {f'{share:.1%}' if share is not None else 'n/a'} | "
             f"{'; '.join(note)} | {st.prompt_tokens + st.completion_tokens} | {st.cost_usd:.6f} |"
         )

@@ -223,11 +223,13 @@ def _judges(config: FactoryConfig, rows: list[tuple[int, int, str]], pairs: list
         engine = spec.engine or config.engines.generator
         method = _judge_method(spec, engine)
         completion = spec.prompt == "completion"
-        if method == "likelihood":  # the answer scored after the instruction (completion: "Question:")
+        if method in ("likelihood", "pmi"):  # the answer after the instruction (completion: "Question:")
             frame = estimate_tokens("Question: \nAnswer: ") if completion else MESSAGE_TOKENS
             prompt = sum(frame + p + a for p, a, _ in rows)
+            if method == "pmi":  # and again after the same frame with no instruction
+                prompt += sum(frame + a for _, a, _ in rows)
             lines.append(
-                _line(("judged_samples", f"judge {spec.name} (likelihood)"), engine, len(rows), prompt, 0)
+                _line(("judged_samples", f"judge {spec.name} ({method})"), engine, len(rows), prompt, 0)
             )
         else:
             name = (

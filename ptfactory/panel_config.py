@@ -53,20 +53,28 @@ class JudgeSpec(Section):
     )
     rubric: str = Field("rubric", description="template in annotators/judges/templates")
     max_tokens: int = Field(96, gt=0)
-    scoring: Literal["auto", "probability", "json", "likelihood"] = Field(
+    scoring: Literal["auto", "probability", "json", "likelihood", "pmi"] = Field(
         "auto",
         description=(
             "llm judges: probability reads the score from the model's probabilities over the score "
             "tokens (prefill only); json asks for a schema-constrained JSON vote; likelihood scores "
             "how plausible the model finds the response's own tokens after the prompt (Min-K% Prob, "
-            "prefill only, no rubric); auto: json where the backend constrains JSON (vllm, openai), "
-            "probability elsewhere"
+            "prefill only, no rubric); pmi scores how much the instruction raises those tokens' mean "
+            "log-probability over the same frame with an empty instruction (two prefills, no "
+            "rubric; the text's own fluency cancels out); auto: json where the backend constrains "
+            "JSON (vllm, openai), probability elsewhere"
         ),
     )
-    likelihood_center: float = Field(
-        -3.5, description="likelihood scoring: the Min-K% statistic of a borderline answer (score 5.5)"
+    likelihood_center: float | None = Field(
+        None,
+        description=(
+            "likelihood and pmi scoring: the statistic of a borderline answer (score 5.5); default "
+            "-3.5 (Min-K%) for likelihood, 0.75 (nats per token) for pmi"
+        ),
     )
-    likelihood_scale: float = Field(1.0, gt=0, description="likelihood scoring: the logistic's scale")
+    likelihood_scale: float | None = Field(
+        None, gt=0, description="likelihood and pmi scoring: the logistic's scale; default 1.0, 0.25 for pmi"
+    )
     prompt: Literal["chat", "completion"] = Field(
         "chat",
         description="chat: the model's chat template; completion: a few-shot text prompt (base models)",
@@ -97,21 +105,18 @@ def judge_family(spec: JudgeSpec, generator: EngineSpec) -> str:
 
 def default_judges() -> list[JudgeSpec]:
     return [
-        # likelihood scoring (prefill only, no rubric): on these small models it separates good
-        # answers from bad ones where rating by a rubric does not (README, "The judge panel")
-        JudgeSpec(name="smollm2", type="llm", engine=EngineSpec(), scoring="likelihood"),
+        # pmi scoring (prefill only, no rubric): on these small models likelihood separates good
+        # answers from bad ones where rating by a rubric does not, and its gain over the same
+        # frame without the instruction stops it preferring the generator's own text to a
+        # reference (docs/judges.md, "The default judges and their scoring")
+        JudgeSpec(name="smollm2", type="llm", engine=EngineSpec(), scoring="pmi"),
         JudgeSpec(
             name="gemma3",
             type="llm",
             engine=EngineSpec(model="bundled:gemma3-270m"),
             family="gemma3",
             prompt="completion",  # a base model: no chat template
-            scoring="likelihood",
-            # its borderline point (score 5.5): the median Min-K% statistic it gives on the current
-            # default engine over the judge bench's rows (bench/judges.py, docs/judges.md): -3.8 on
-            # the generator's own answers, -4.4 on GSM8K and -4.1 on WritingBench references;
-            # calibration moves it per identity (the store's centre)
-            likelihood_center=-4.0,
+            scoring="pmi",  # its centre and scale: pmi's defaults; calibration moves the centre
         ),
         JudgeSpec(name="minilm-relevance", type="relevance"),
     ]

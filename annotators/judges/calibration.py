@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from ptfactory.annotators.judges.calibration_fit import fit_scores
 from ptfactory.annotators.judges.calibration_store import CalibrationStore
+from ptfactory.annotators.judges.likelihood import LIKELIHOOD_METHODS
 from ptfactory.annotators.judges.llm import ACCEPT_AT
 from ptfactory.storage.schema import audited_verdict, conform
 
@@ -135,7 +136,7 @@ def examples(table: pa.Table, audit_rate: float | None = None) -> list[Example]:
             continue  # nothing to calibrate against
         statistic = {}
         for v in counted:
-            if v.get("method") == "likelihood":
+            if v.get("method") in LIKELIHOOD_METHODS:
                 try:
                     statistic[v["judge"]] = float(v.get("raw") or "")
                 except ValueError:

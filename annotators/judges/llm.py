@@ -16,6 +16,11 @@ Two ways to read a score, chosen per judge (``scoring``):
   tokens after the prompt (one prefill), summarised as Min-K% Prob and mapped onto 1-10
   (``annotators/judges/likelihood.py``). It needs no instruction following, so it is what tiny
   and base models judge best with; every vote counts (a response with no tokens is unparsed).
+- ``pmi``: the same prefill, and a second one of the response after the same frame with an empty
+  instruction; the statistic is the mean gain per token the instruction brings (pointwise mutual
+  information), so the text's own fluency, which favours the generator's answers, cancels out.
+  Lines the response copies from the instruction (a restated signature or docstring) are left out
+  of both passes: a copy is all gain and no answer.
 
 ``prompt: completion`` renders a few-shot text prompt instead of a chat turn, for base models
 that have no chat template (Gemma 3 270M).
@@ -31,7 +36,16 @@ from pathlib import Path
 from typing import Any
 
 from ptfactory.annotators.judges.base import Judge, Vote, prompt_and_response
-from ptfactory.annotators.judges.likelihood import MIN_K, likelihood_score, min_k_mean
+from ptfactory.annotators.judges.likelihood import (
+    COPY_SHARE,
+    DEFAULT_MAPPING,
+    LIKELIHOOD_METHODS,
+    MIN_K,
+    gain_mean,
+    likelihood_score,
+    min_k_mean,
+    novel_lines,
+)
 from ptfactory.engines.base import Engine, Prompt, SamplingParams
 from ptfactory.errors import EngineError
 from ptfactory.generators.prompts import Template
@@ -55,6 +69,7 @@ _MAX_CHARS = 6000  # long responses are cut for the judge's context; the cut is 
 _MIN_MASS = 1e-4  # below this share on the score tokens the model is not answering the rubric
 ACCEPT_AT = 6.0  # a vote's own verdict when the reply gives none
 _LIKELIHOOD_FORM = "chat: [user: instruction] -> response | completion: 'Question: {i}\\nAnswer:' -> ' {r}'"
+_EMPTY_FORM = "the same frame with an empty instruction"  # pmi's second pass
 
 
 def parse_vote(raw: str) -> tuple[float | None, str, str, str | None]:
@@ -111,12 +126,19 @@ class LLMJudge(Judge):
     engine: Engine | None = None
     rubric: str = "rubric"
     max_tokens: int = 96
-    scoring: str = "auto"  # auto | probability | json | likelihood
+    scoring: str = "auto"  # auto | probability | json | likelihood | pmi
     prompt_style: str = "chat"  # chat | completion
-    likelihood_center: float = -3.5  # Min-K% statistic of a borderline answer (score 5.5)
-    likelihood_scale: float = 1.0
+    # the statistic of a borderline answer (score 5.5) and the logistic's scale; None: the
+    # scoring's default (DEFAULT_MAPPING)
+    likelihood_center: float | None = None
+    likelihood_scale: float | None = None
     reads: tuple[str, ...] | None = ("sample_id", "kind", "messages", "provenance")
     _templates: dict[str, Template] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        centre, scale = DEFAULT_MAPPING.get(self.scoring, DEFAULT_MAPPING["likelihood"])
+        self.likelihood_center = centre if self.likelihood_center is None else self.likelihood_center
+        self.likelihood_scale = scale if self.likelihood_scale is None else self.likelihood_scale
 
     @property
     def model(self) -> str:
@@ -136,7 +158,7 @@ class LLMJudge(Judge):
 
     def _template_names(self) -> list[str]:
         """The templates its votes are read through (their hashes are part of its identity)."""
-        if self.method == "likelihood":
+        if self.method in LIKELIHOOD_METHODS:
             return []
         if self.method == "json":
             return [self.rubric]
@@ -155,6 +177,13 @@ class LLMJudge(Judge):
             prompt[name] = self._templates[name].hash
         if self.method == "likelihood":
             prompt.update(form=_LIKELIHOOD_FORM, min_k=MIN_K, scale=self.likelihood_scale)
+        elif self.method == "pmi":
+            prompt.update(
+                form=_LIKELIHOOD_FORM,
+                unconditioned=_EMPTY_FORM,
+                copied_lines=f"left out (3-gram share >= {COPY_SHARE})",
+                scale=self.likelihood_scale,
+            )
         elif self.method == "json":
             prompt["max_tokens"] = self.max_tokens
         return {
@@ -191,7 +220,7 @@ class LLMJudge(Judge):
             scored: list[Vote] = []
         elif self.method == "probability":
             scored = self._probability_votes(todo)
-        elif self.method == "likelihood":
+        elif self.method in LIKELIHOOD_METHODS:
             scored = self._likelihood_votes(todo)
         else:
             scored = self._json_votes(todo)
@@ -202,23 +231,44 @@ class LLMJudge(Judge):
 
     def _likelihood_votes(self, rows: list[dict[str, Any]]) -> list[Vote]:
         assert self.engine is not None
+        assert self.likelihood_center is not None and self.likelihood_scale is not None
         prompts: list[Prompt] = []
+        empty: list[Prompt] = []  # pmi: the same frame, no instruction
         responses = []
+        restates = []  # pmi: rows whose every line is copied from the instruction
         for row in rows:
             instruction, response = prompt_and_response(row)
             response = response[:_MAX_CHARS]
+            if self.method == "pmi":
+                novel = novel_lines(instruction, response)
+                restates.append(bool(response.strip()) and not novel.strip())
+                response = novel if novel.strip() else response
             if self.prompt_style == "completion":
                 prompts.append(f"Question: {instruction}\nAnswer:")
+                empty.append("Question: \nAnswer:")
                 responses.append(" " + response)
             else:
                 prompts.append([{"role": "user", "content": instruction}])
+                empty.append([{"role": "user", "content": ""}])
                 responses.append(response)
         before = self.engine.stats.prompt_tokens
         scored = self.engine.score(prompts, responses)
+        alone = self.engine.score(empty, responses) if self.method == "pmi" else scored
         self.stats.prompt_tokens += self.engine.stats.prompt_tokens - before
         votes = []
-        for tokens in scored:
-            statistic = min_k_mean(tokens.logprobs)
+        for i, (tokens, free) in enumerate(zip(scored, alone, strict=True)):
+            if restates and restates[i]:
+                votes.append(
+                    Vote(self.name, self.model, 1.0, "reject", "the response only restates the instruction", "",
+                         method=self.method)
+                )  # fmt: skip
+                continue
+            if self.method == "pmi":
+                statistic = gain_mean(tokens.logprobs, free.logprobs)
+                what = "mean log-prob gain from the instruction"
+            else:
+                statistic = min_k_mean(tokens.logprobs)
+                what = "min-20% token log-prob"
             if statistic is None:
                 votes.append(self._unparsed("the response has no tokens", ""))
                 continue
@@ -229,9 +279,9 @@ class LLMJudge(Judge):
                     self.model,
                     round(score, 4),
                     "accept" if score >= ACCEPT_AT else "reject",
-                    f"min-20% token log-prob {statistic:.3f} over {len(tokens.logprobs)} tokens",
+                    f"{what} {statistic:.3f} over {len(tokens.logprobs)} tokens",
                     f"{statistic:.4f}",
-                    method="likelihood",
+                    method=self.method,
                 )
             )
         return votes

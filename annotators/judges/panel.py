@@ -44,6 +44,7 @@ from ptfactory.annotators.judges.batch import (
 from ptfactory.annotators.judges.calibration_fit import recentre
 from ptfactory.annotators.judges.calibration_store import CalibrationStore
 from ptfactory.annotators.judges.identity import generator_family, independence_key
+from ptfactory.annotators.judges.likelihood import LIKELIHOOD_METHODS
 from ptfactory.annotators.judges.report import PanelReport, krippendorff_alpha, self_preference_warning
 from ptfactory.annotators.judges.verifiers import VerifierSet, labels_of
 from ptfactory.annotators.judges.vote_columns import Aggregate, VoteColumns, aggregate, gc_paused
@@ -99,7 +100,7 @@ class Panel:
         if self._centred or self.store is None:
             return
         for judge in self.judges:
-            if getattr(judge, "method", "") == "likelihood":
+            if getattr(judge, "method", "") in LIKELIHOOD_METHODS:
                 centre = self.store.centre(judge.identity_key)
                 if centre is not None:
                     judge.likelihood_center = centre  # type: ignore[attr-defined]

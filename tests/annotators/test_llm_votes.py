@@ -13,8 +13,8 @@ import pytest
 
 from ptfactory.annotators.judges import LLMJudge, Panel, Vote
 from ptfactory.annotators.judges.base import Judge
-from ptfactory.annotators.judges.likelihood import likelihood_score, min_k_mean
-from ptfactory.annotators.judges.llm import SCORE_TOKENS, probability_vote
+from ptfactory.annotators.judges.likelihood import gain_mean, likelihood_score, min_k_mean, novel_lines
+from ptfactory.annotators.judges.llm import ACCEPT_AT, SCORE_TOKENS, probability_vote
 from ptfactory.engines.base import Completion, Conversation, Engine, Prompt, SamplingParams, TokenLogprobs
 from ptfactory.engines.cache import ResponseCache
 from ptfactory.engines.transformers_engine import TransformersEngine
@@ -267,3 +267,89 @@ def test_likelihood_scoring_prefers_the_answer_to_the_question(model: str, style
     scores = [v.score for v in votes]
     wins = sum(scores[i] > scores[i + 1] for i in range(0, len(scores), 2))  # type: ignore[operator]
     assert wins >= len(_GOOD_BAD) - 1, scores
+
+
+# (question, right answer, the fluent text a chat model produces whatever it is asked)
+_GENERIC = [
+    ("What is the capital of France?", "Paris.",
+     "I'm sorry, but I can't help with that. Is there anything else I can help you with?"),
+    ("Write a Python function add(a, b) that returns the sum of a and b.", "def add(a, b):\n    return a + b\n",
+     "Sure! Here is a Python function that does what you asked:\n\n```python\ndef function():\n    pass\n```"),
+    ("How many legs does a spider have?", "A spider has 8 legs.",
+     "That is a great question! Let me think about it step by step."),
+]  # fmt: skip
+
+
+def test_the_gain_statistic_subtracts_the_empty_frame() -> None:
+    assert gain_mean([-1.0, -3.0], [-4.0, -4.0]) == pytest.approx(2.0)  # the instruction helps: > 0
+    assert gain_mean([-2.0], [-1.0, -1.0, -1.0]) == pytest.approx(-1.0)
+    assert gain_mean([], [-1.0]) is None
+
+
+@pytest.mark.slow
+@_FAMILIES
+def test_pmi_scoring_ranks_the_answer_over_the_models_own_stock_text(
+    model: str, style: str, smollm2: Path
+) -> None:
+    """pmi votes on the real models: each right answer scores above the stock reply a chat model
+    gives to anything, on both families, with the statistic recorded in ``raw``. Likelihood on
+    the generator's own weights ranks the refusal above "Paris.": the text is the model's most
+    probable, which is why the bundled judges score by the gain."""
+    judge, rows = _bundled_judge(model, style, "pmi")
+    assert judge.likelihood_center == 0.75 and judge.identity()["method"] == "pmi"
+    rows = []
+    for prompt, good, bad in _GENERIC:
+        for response in (good, bad):
+            messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
+            rows.append({"sample_id": sample_id("sft", messages), "kind": "sft", "messages": messages})
+    votes = judge.judge(rows)
+    assert judge.stats.counted_share == 1.0 and all(v.method == "pmi" for v in votes)
+    scores = [v.score for v in votes]
+    assert all(scores[i] > scores[i + 1] for i in range(0, len(scores), 2)), scores  # type: ignore[operator]
+    assert all(float(v.raw or "nan") > 0 for v in votes[::2])  # the instruction raised the answers
+    if model == "bundled":
+        likely = LLMJudge(model, engine=judge.engine, scoring="likelihood", prompt_style=style).judge(
+            rows[:2]
+        )
+        assert likely[0].score is not None and likely[1].score is not None
+        assert likely[0].score < likely[1].score
+
+
+@dataclass
+class Recording(Engine):
+    """Scores each continuation token -1 after a question and -3 after the empty frame, and keeps
+    what it was asked to score."""
+
+    scored: list[str] = field(default_factory=list)
+
+    def _chat(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Completion]]:
+        raise NotImplementedError
+
+    def _score(self, prompts: Sequence[Prompt], continuations: Sequence[str]) -> list[TokenLogprobs]:
+        self.scored.extend(continuations)
+        empty = [not (p if isinstance(p, str) else p[-1]["content"]).strip() for p in prompts]
+        return [TokenLogprobs([c], [-3.0 if e else -1.0]) for c, e in zip(continuations, empty, strict=True)]
+
+
+def test_pmi_leaves_out_the_lines_copied_from_the_instruction() -> None:
+    """A restated signature and docstring are all gain and no answer: pmi scores only the lines the
+    response adds, and a response that only restates the instruction is a counted reject."""
+    task = 'def double(x: int) -> int:\n    """Return twice x."""\n'
+    answer = '```python\ndef double(x: int) -> int:\n    """Return twice x."""\n    return 2 * x\n```\n'
+    assert novel_lines(task, answer) == "```python\n    return 2 * x\n```\n"
+    assert novel_lines("Add 2 and 3.", "\n5\n") == "\n5\n"  # blank lines are not copies
+    # a docstring re-wrapped onto one line, a word changed, is still a copy; the answer is not
+    wrapped = 'def f(s):\n    """Return True if every bracket in s is closed in the\n    right order."""\n'
+    reply = 'def f(s):\n    """Return True if every bracket in s is closed in the right order!"""\n    return s == ""\n'
+    assert novel_lines(wrapped, reply) == '    return s == ""\n'
+    assert novel_lines(wrapped, "This closes every bracket in the right way.\n") != ""
+    rows = []
+    for response in (answer, task):
+        messages = [{"role": "user", "content": task}, {"role": "assistant", "content": response}]
+        rows.append({"sample_id": sample_id("sft", messages), "kind": "sft", "messages": messages})
+    engine = Recording(model_id="r")
+    votes = LLMJudge("j", engine=engine, scoring="pmi").judge(rows)  # type: ignore[arg-type]
+    assert "def double" not in engine.scored[0] and "return 2 * x" in engine.scored[0]
+    assert votes[0].score is not None and votes[0].score > ACCEPT_AT and votes[0].raw == "2.0000"
+    assert (votes[1].score, votes[1].verdict, votes[1].counts) == (1.0, "reject", True)
+    assert "restates" in votes[1].rationale

@@ -82,8 +82,8 @@ def test_judge_families_default_from_the_model_or_are_given() -> None:
     )
     # a judge without an engine runs on the generator's model, so it has that family
     assert defaults[1].engine is not None and defaults[1].engine.model_id == "gemma-3-270m"
-    assert (defaults[1].prompt, defaults[1].scoring) == ("completion", "likelihood")
-    assert (defaults[0].prompt, defaults[0].scoring) == ("chat", "likelihood")
+    assert (defaults[1].prompt, defaults[1].scoring) == ("completion", "pmi")
+    assert (defaults[0].prompt, defaults[0].scoring) == ("chat", "pmi")
     assert [j.family for j in config.judges] == ["qwen2.5", "house"]
 
 
