@@ -32,9 +32,10 @@ lifts word_sequence_reversal (2 words) to 0.28 (2-3 words: 0.12; inline examples
 0.00), where its failures mostly copy the words in order: a gate has something to separate.
 Arithmetic families stay at 0.03 even 5-shot (the pool would hold almost no passing rows).
 
-Measured 2026-12-05 (defaults: pool 120 x 3, 64 rows per arm, 32 full-weight SFT steps at batch 4,
-lr 1e-4, 80 held-out tasks; a 2-core box shared with other helpers, load 0.9-5.0), 2,746 s:
-pool 360 candidates, 90 passing (0.25); the uncurated arm held 14 passing rows of 64.
+Measured 2026-12-06 (defaults: pool 120 x 3, 64 rows per arm, 32 full-weight SFT steps at batch 4,
+lr 1e-4, 80 held-out tasks; the 2-core Intel box, idle), 1,508 s with GRPO (on 2026-12-05, on a box
+shared with other helpers, load 0.9-5.0: 2,746 s, the same figures): pool 360 candidates, 90
+passing (0.25); the uncurated arm held 14 passing rows of 64.
 
     model         accuracy            95% CI   per seed
     base             0.000 [0.000, 0.000]
