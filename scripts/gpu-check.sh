@@ -15,7 +15,8 @@
 #
 # `run` checks every staged file against MANIFEST (sha256), installs the wheels (--no-deps, into
 # /tmp/site), rebuilds the GGUF, and runs the tests, then the bench, under one 290 s timeout.
-# (Written without a device lent: the staging, the wheel set and the timings are unverified.)
+# (`prepare` runs here: 5 stages of 46-53 MiB. No device has been lent yet, so `receive` and `run`,
+# the wheel set on the device's Python and the timings are unverified.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE_MIB=${STAGE_MIB:-52}
