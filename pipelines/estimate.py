@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ptfactory.annotators.judges.likelihood import LIKELIHOOD_METHODS
 from ptfactory.annotators.judges.llm import TEMPLATES as JUDGE_TEMPLATES
 from ptfactory.config import FactoryConfig, JudgeSpec
 from ptfactory.engines.budget import MESSAGE_TOKENS, estimate_tokens
@@ -223,7 +224,7 @@ def _judges(config: FactoryConfig, rows: list[tuple[int, int, str]], pairs: list
         engine = spec.engine or config.engines.generator
         method = _judge_method(spec, engine)
         completion = spec.prompt == "completion"
-        if method in ("likelihood", "pmi"):  # the answer after the instruction (completion: "Question:")
+        if method in LIKELIHOOD_METHODS:  # the answer after the instruction (completion: "Question:")
             frame = estimate_tokens("Question: \nAnswer: ") if completion else MESSAGE_TOKENS
             prompt = sum(frame + p + a for p, a, _ in rows)
             if method == "pmi":  # and again after the same frame with no instruction

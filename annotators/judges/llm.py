@@ -232,17 +232,22 @@ class LLMJudge(Judge):
     def _likelihood_votes(self, rows: list[dict[str, Any]]) -> list[Vote]:
         assert self.engine is not None
         assert self.likelihood_center is not None and self.likelihood_scale is not None
+        votes: list[Vote | None] = [None] * len(rows)
+        at: list[int] = []  # the rows the engine scores
         prompts: list[Prompt] = []
         empty: list[Prompt] = []  # pmi: the same frame, no instruction
         responses = []
-        restates = []  # pmi: rows whose every line is copied from the instruction
-        for row in rows:
+        for i, row in enumerate(rows):
             instruction, response = prompt_and_response(row)
             response = response[:_MAX_CHARS]
             if self.method == "pmi":
                 novel = novel_lines(instruction, response)
-                restates.append(bool(response.strip()) and not novel.strip())
-                response = novel if novel.strip() else response
+                if response.strip() and not novel.strip():  # every line a copy: nothing to score
+                    reason = "the response only restates the instruction"
+                    votes[i] = Vote(self.name, self.model, 1.0, "reject", reason, "", method=self.method)
+                    continue
+                response = novel
+            at.append(i)
             if self.prompt_style == "completion":
                 prompts.append(f"Question: {instruction}\nAnswer:")
                 empty.append("Question: \nAnswer:")
@@ -252,17 +257,10 @@ class LLMJudge(Judge):
                 empty.append([{"role": "user", "content": ""}])
                 responses.append(response)
         before = self.engine.stats.prompt_tokens
-        scored = self.engine.score(prompts, responses)
-        alone = self.engine.score(empty, responses) if self.method == "pmi" else scored
+        scored = self.engine.score(prompts, responses) if at else []
+        alone = self.engine.score(empty, responses) if at and self.method == "pmi" else scored
         self.stats.prompt_tokens += self.engine.stats.prompt_tokens - before
-        votes = []
-        for i, (tokens, free) in enumerate(zip(scored, alone, strict=True)):
-            if restates and restates[i]:
-                votes.append(
-                    Vote(self.name, self.model, 1.0, "reject", "the response only restates the instruction", "",
-                         method=self.method)
-                )  # fmt: skip
-                continue
+        for i, tokens, free in zip(at, scored, alone, strict=True):
             if self.method == "pmi":
                 statistic = gain_mean(tokens.logprobs, free.logprobs)
                 what = "mean log-prob gain from the instruction"
@@ -270,21 +268,21 @@ class LLMJudge(Judge):
                 statistic = min_k_mean(tokens.logprobs)
                 what = "min-20% token log-prob"
             if statistic is None:
-                votes.append(self._unparsed("the response has no tokens", ""))
+                votes[i] = self._unparsed("the response has no tokens", "")
                 continue
             score = likelihood_score(statistic, self.likelihood_center, self.likelihood_scale)
-            votes.append(
-                Vote(
-                    self.name,
-                    self.model,
-                    round(score, 4),
-                    "accept" if score >= ACCEPT_AT else "reject",
-                    f"{what} {statistic:.3f} over {len(tokens.logprobs)} tokens",
-                    f"{statistic:.4f}",
-                    method=self.method,
-                )
+            votes[i] = Vote(
+                self.name,
+                self.model,
+                round(score, 4),
+                "accept" if score >= ACCEPT_AT else "reject",
+                f"{what} {statistic:.3f} over {len(tokens.logprobs)} tokens",
+                f"{statistic:.4f}",
+                method=self.method,
             )
-        return votes
+        done = [v for v in votes if v is not None]
+        assert len(done) == len(rows)  # every row scored or restating
+        return done
 
     def _probability_votes(self, rows: list[dict[str, Any]]) -> list[Vote]:
         assert self.engine is not None
@@ -346,7 +344,9 @@ class LLMJudge(Judge):
         rescued = self._rescue([rows[i] for i in lost]) if lost else []
         for i, vote in zip(lost, rescued, strict=True):
             votes[i] = vote or self._unparsed(failures[i], replies[i].text[:2000])
-        return [v for v in votes if v is not None]
+        done = [v for v in votes if v is not None]
+        assert len(done) == len(rows)  # every row scored or restating
+        return done
 
     def _unparsed(self, why: str, raw: str) -> Vote:
         """A vote that yielded nothing: no score, never a default one; ``why`` and the raw text kept."""

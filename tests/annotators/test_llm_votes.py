@@ -350,6 +350,7 @@ def test_pmi_leaves_out_the_lines_copied_from_the_instruction() -> None:
     engine = Recording(model_id="r")
     votes = LLMJudge("j", engine=engine, scoring="pmi").judge(rows)  # type: ignore[arg-type]
     assert "def double" not in engine.scored[0] and "return 2 * x" in engine.scored[0]
+    assert len(engine.scored) == 2  # the answer in both frames; the restatement is not scored
     assert votes[0].score is not None and votes[0].score > ACCEPT_AT and votes[0].raw == "2.0000"
     assert (votes[1].score, votes[1].verdict, votes[1].counts) == (1.0, "reject", True)
     assert "restates" in votes[1].rationale
