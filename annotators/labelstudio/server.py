@@ -250,10 +250,9 @@ class LabelStudioServer:
             self.host,
             "--port",
             str(self.port),
-            # `--opt=value`: a generated password may start with "-", which argparse reads as an option
-            f"--username={creds.username}",
-            f"--password={creds.password}",
-            f"--user-token={creds.token}",
+            # the admin's e-mail, password and token reach it through the environment
+            # (LABEL_STUDIO_USERNAME, _PASSWORD, _USER_TOKEN): a command line is readable by every
+            # user of the machine (`ps`), an environment only by the process's owner
         ]
         with self.log_file.open("ab") as log:
             process = subprocess.Popen(

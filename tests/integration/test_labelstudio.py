@@ -5,6 +5,7 @@ row; a second push adds nothing; a server stopped mid-pull loses and duplicates 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -324,6 +325,24 @@ def test_status_and_idempotent_up(label_studio: LabelStudio) -> None:
     assert json.loads(up.stdout)["pid"] == data["pid"]  # the same process: up is idempotent
     creds = Path(data["credentials_file"])
     assert creds.stat().st_mode & 0o777 == 0o600
+    # the admin's password and token are not on any command line of the server's processes
+    # (`ps` shows those to every user): they travel in the environment
+    admin = json.loads(creds.read_text())["admin"]
+    group = os.getpgid(data["pid"])
+    lines = [
+        (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        for proc in Path("/proc").iterdir()
+        if proc.name.isdigit() and _in_group(proc, group)
+    ]
+    assert lines, "no process of the server's group found"
+    assert not [line for line in lines if admin["password"] in line or admin["token"] in line]
+
+
+def _in_group(proc: Path, group: int) -> bool:
+    try:
+        return os.getpgid(int(proc.name)) == group
+    except (ProcessLookupError, PermissionError):
+        return False
 
 
 @pytest.mark.parametrize(("kind", "ref"), [("sft", "sft@latest"), ("dpo", "preference@latest")])
