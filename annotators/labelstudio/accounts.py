@@ -23,9 +23,10 @@ def add_user(server: LabelStudioServer, email: str, password: str | None = None)
     """
     known = server.annotators()
     password = password or known.get(email, {}).get("password") or secrets.token_urlsafe(14)
-    script = _ADD_USER.format(email=json.dumps(email), password=json.dumps(password))
+    # the account travels on stdin: a command line is readable by every user of the machine (`ps`)
     run = subprocess.run(
-        [str(server.venv / "bin" / "python"), "-c", script],
+        [str(server.venv / "bin" / "python"), "-c", _ADD_USER],
+        input=json.dumps({"email": email, "password": password}),
         capture_output=True,
         text=True,
         env=server.environment(),
@@ -51,7 +52,9 @@ django.setup()
 from organizations.models import Organization
 from rest_framework.authtoken.models import Token
 from users.models import User
-email, password = {email}, {password}
+import json
+account = json.loads(sys.stdin.read())
+email, password = account["email"], account["password"]
 user = User.objects.filter(email=email).first()
 if user is None:
     user = User.objects.create_user(email=email, password=password, username=email)
