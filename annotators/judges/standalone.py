@@ -14,8 +14,9 @@ Where the text is, in this order:
    ``input``/``output``, ``prompt``/``completion``.
 
 A row is a code row when the table's ``kind`` column says so, or, without one, when it has
-tests and an entry point (``tests``/``entry_point`` columns, or the columns named by
-``tests_column``/``entry_point_column``). What the verifiers check against: ``reference_column``
+tests (``tests``/``entry_point`` columns, or the columns named by ``tests_column``/
+``entry_point_column``); a row with tests but no entry point takes the one function its reply
+defines, else the last one its prompt's stub defines, else it is an error naming the flag. What the verifiers check against: ``reference_column``
 (a reference answer: ``18``, or a worked solution ending ``#### 18``), a sample-schema
 ``reference`` struct, and the tests. Every row is taken as a model's output (judges are weighed
 against the verifiers on all labelled rows) unless a sample-schema ``provenance`` says who wrote it.
@@ -35,6 +36,7 @@ import pyarrow.compute as pc
 
 from ptfactory.annotators.judges.panel import Panel, PanelReport
 from ptfactory.errors import UserInputError
+from ptfactory.filters.execution.programs import infer_entry_point
 from ptfactory.filters.verify import verifier_inputs
 from ptfactory.storage.schema import from_records, prompt_of, sample_id
 
@@ -173,6 +175,15 @@ def judge_rows(
     rows = []
     for i, messages in enumerate(conversations):
         tests, entry = checks[i]["tests"], checks[i]["entry_point"]
+        if tests and not entry and kinds[i] in (None, "code"):
+            # tests given without the function they call: the code verifier needs it
+            entry = infer_entry_point(prompt_of(messages), messages[-1]["content"])
+            if entry is None:
+                raise UserInputError(
+                    f"row {i} has tests but no entry point (the function its tests call), and its "
+                    "reply does not define exactly one function; pass --entry-point-column COLUMN "
+                    "or give the table an `entry_point` column"
+                )
         kind = kinds[i] or ("code" if tests and entry else "sft")
         if kind not in ("sft", "code"):
             raise UserInputError(f"row {i} has kind {kind!r}; judges score sft and code rows")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ptfactory.filters.execution.limits import ExecResult
 
-__all__ = ["ASSERTIONS_MARK", "extract_solution", "graded", "program"]
+__all__ = ["ASSERTIONS_MARK", "extract_solution", "graded", "infer_entry_point", "program"]
 
 # a top-level import statement (not prose that starts with "from the ...")
 _IMPORT = re.compile(
@@ -49,6 +49,23 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
         ]
         return "\n".join([*imports, defining[0]]) if imports else defining[0]
     return _stub(prompt).rstrip("\n") + "\n" + blocks[0]
+
+
+_DEF = re.compile(r"^def\s+(\w+)\s*\(", re.M)  # a top-level function
+
+
+def infer_entry_point(prompt: str, response: str) -> str | None:
+    """The function a row's tests call when the row does not name it: the one top-level function
+    the reply's code defines, else the last one the prompt's stub defines (a HumanEval prompt ends
+    with the function to complete); None when neither settles it."""
+    blocks: list[str] = _FENCE.findall(response) or [response]
+    defined = list(dict.fromkeys(name for block in blocks for name in _DEF.findall(block)))
+    if len(defined) == 1:
+        return defined[0]
+    stub = _DEF.findall(_stub(prompt))
+    if stub and (not defined or stub[-1] in defined):
+        return stub[-1]
+    return None
 
 
 def program(solution: str, tests: str, entry_point: str | None) -> str:

@@ -155,7 +155,11 @@ def judge(
     ] = None,
     entry_point_column: Annotated[
         str | None,
-        typer.Option("--entry-point-column", metavar="COLUMN", help="the function the tests check"),
+        typer.Option(
+            "--entry-point-column",
+            metavar="COLUMN",
+            help="the function the tests check (default: the one function a reply defines, else the prompt stub's last)",
+        ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="replace OUT.parquet if it exists")] = False,
     execute: Annotated[

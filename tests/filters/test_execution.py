@@ -12,7 +12,7 @@ import pytest
 
 from ptfactory.filters.execution.docker_sandbox import DockerSandbox
 from ptfactory.filters.execution.limits import Limits
-from ptfactory.filters.execution.programs import extract_solution, program
+from ptfactory.filters.execution.programs import extract_solution, infer_entry_point, program
 from ptfactory.filters.execution.validate import validate_samples
 from ptfactory.storage.schema import from_records, sample_id, validate_table
 
@@ -135,6 +135,17 @@ def test_solution_extraction() -> None:
     assert extract_solution(stub, fenced, "add") == "def add(a, b):\n    return a + b\n"
     templated = "Complete this:\n\n```python\n" + stub + "```"
     assert extract_solution(templated, "    return a - b\n", "add") == stub + "    return a - b\n"
+
+
+def test_the_entry_point_a_row_does_not_name() -> None:
+    """The one function the reply defines, else the prompt stub's last one, else unknown."""
+    stub = 'import math\n\n\ndef helper(x):\n    return x\n\n\ndef area(r):\n    """Area."""\n'
+    assert infer_entry_point("Write f.", "Sure:\n```python\ndef f(x):\n    return x\n```") == "f"
+    assert infer_entry_point(stub, "    return math.pi * r * r\n") == "area"  # a body: the stub's last
+    both = "def helper(x):\n    return x\n\n\ndef area(r):\n    return 3 * r * r\n"
+    assert infer_entry_point(stub, both) == "area"  # the stub's last, which the reply defines
+    assert infer_entry_point("Write two.", "def a():\n    pass\n\n\ndef b():\n    pass\n") is None
+    assert infer_entry_point("Write it.", "I cannot.") is None
 
 
 def test_cli_validate_and_sandbox_run(ptf, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
