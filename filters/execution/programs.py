@@ -59,10 +59,10 @@ def infer_entry_point(prompt: str, response: str) -> str | None:
     the reply's code defines, else the last one the prompt's stub defines (a HumanEval prompt ends
     with the function to complete); None when neither settles it."""
     blocks: list[str] = _FENCE.findall(response) or [response]
-    defined = list(dict.fromkeys(name for block in blocks for name in _DEF.findall(block)))
+    defined: list[str] = list(dict.fromkeys(name for block in blocks for name in _DEF.findall(block)))
     if len(defined) == 1:
         return defined[0]
-    stub = _DEF.findall(_stub(prompt))
+    stub: list[str] = _DEF.findall(_stub(prompt))
     if stub and (not defined or stub[-1] in defined):
         return stub[-1]
     return None

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from typer.core import TyperGroup
 
 from ptfactory.errors import UserInputError
@@ -67,8 +67,28 @@ annotate_app = typer.Typer(
 )
 app.add_typer(annotate_app, name="annotate")
 
-out = Console()
-err = Console(stderr=True)
+LOG_WIDTH = 160
+
+
+class _Console(Console):
+    """Rich wraps text and cuts table cells at 80 columns when no terminal is attached (a log
+    file, CI, a pipe): such output gets ``LOG_WIDTH`` instead. A terminal's width, or COLUMNS
+    when set, still decides, read at each print as Rich does."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        dims = super().size
+        if not self.is_terminal and not os.environ.get("COLUMNS") and dims.width == 80:
+            return ConsoleDimensions(LOG_WIDTH, dims.height)
+        return dims
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self.width, self.height = new_size
+
+
+out = _Console()
+err = _Console(stderr=True)
 CWD = Path.cwd()
 
 ConfigOpt = Annotated[Path, typer.Option("--config", help="factory.yaml to use")]
