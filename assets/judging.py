@@ -250,7 +250,9 @@ def judged_samples(
     live = table.filter(pc.invert(dropped_mask(table)))
     means = [m for m in (s["judge_mean"] for s in live.column("scores").to_pylist() if s) if m is not None]
     gate = means_by_drop_reason(table)
-    agreement, compared = _judge_vs_execution(table, {j.name for j in specs if j.type == "llm"})
+    llm_names = frozenset(j.name for j in specs if j.type == "llm")
+    llm_gate = means_by_drop_reason(table, judges=llm_names) if llm_names else None
+    agreement, compared = _judge_vs_execution(table, set(llm_names))
     if pairwise.table is not None and pairwise.count:
         table = pa.concat_tables([conform(table), pairwise.table])
     if unfinished.num_rows:
@@ -310,6 +312,8 @@ def judged_samples(
             **pairwise_md(pairwise),
             **budget_metadata(guard, unfinished),
             "difficulty_vs_panel": gate_md(gate),
+            # the same, each row's mean over the LLM judges' votes alone (no verifier in it)
+            "difficulty_vs_llm_judges": gate_md(llm_gate) if llm_gate is not None else None,
             # rows the panel did not score because no judge could change them (assets/judging.py)
             "judged_rows": dg.MetadataValue.int(len(chosen)),
             "not_judged": counts_md(left_out, "left out"),

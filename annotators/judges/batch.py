@@ -75,14 +75,20 @@ def _dropped_only_by(table: pa.Table, stage: str) -> pa.Array:
 
 
 def means_by_drop_reason(
-    table: pa.Table, stage: str = DIFFICULTY_STAGE
+    table: pa.Table, stage: str = DIFFICULTY_STAGE, judges: frozenset[str] | None = None
 ) -> dict[str, tuple[int, float | None]]:
     """Rows and mean judge mean per reason ``stage`` dropped rows for, and for the rows still live
-    (``kept``): a gate that agrees with the panel drops rows the judges score lower."""
+    (``kept``): a gate that agrees with the panel drops rows the judges score lower. ``judges``:
+    each row's mean over those judges' scored votes instead of the panel's mean (the LLM judges
+    alone: the verifiers in the panel's mean decide the rows they check, so a figure with them in
+    says little about what the rows no verifier covers get)."""
     n = table.num_rows
-    means = pc.struct_field(table.column("scores").combine_chunks(), "judge_mean")
-    scored = means.is_valid().to_numpy(zero_copy_only=False).astype(bool)
-    values = means.fill_null(0.0).to_numpy(zero_copy_only=False)
+    if judges is None:
+        means = pc.struct_field(table.column("scores").combine_chunks(), "judge_mean")
+        scored = means.is_valid().to_numpy(zero_copy_only=False).astype(bool)
+        values = means.fill_null(0.0).to_numpy(zero_copy_only=False)
+    else:
+        values, scored = _votes_mean(table, judges)
     only = _dropped_only_by(table, stage).to_numpy(zero_copy_only=False)
     live = pc.invert(dropped_mask(table)).to_numpy(zero_copy_only=False)
     # each row's key: "kept", or the reason of its first drop at ``stage``
@@ -108,6 +114,28 @@ def means_by_drop_reason(
         mean = round(math.fsum(present) / len(present), 4) if present else None
         out[name] = (int(members.sum()), mean)
     return out
+
+
+def _votes_mean(table: pa.Table, judges: frozenset[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Per row: the mean of ``judges``' parsed votes with a score (0 where none), and whether any."""
+    n = table.num_rows
+    votes = pc.struct_field(table.column("scores").combine_chunks(), "judges")
+    flat = pc.list_flatten(votes)
+    if not len(flat):
+        return np.zeros(n), np.zeros(n, bool)
+    parents = pc.list_parent_indices(votes).to_numpy(zero_copy_only=False)
+    score = flat.field("score")
+    counted = pc.and_(
+        pc.and_(
+            pc.is_in(flat.field("judge"), value_set=pa.array(sorted(judges), pa.string())), score.is_valid()
+        ),
+        flat.field("parsed"),
+    ).fill_null(False)
+    mask = np.asarray(counted.to_numpy(zero_copy_only=False), bool)
+    values = score.fill_null(0.0).to_numpy(zero_copy_only=False)
+    sums = np.bincount(parents[mask], weights=values[mask], minlength=n)
+    counts = np.bincount(parents[mask], minlength=n)
+    return np.divide(sums, np.maximum(counts, 1)), counts > 0
 
 
 def trust_flags(table: pa.Table) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
