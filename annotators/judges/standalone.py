@@ -16,7 +16,8 @@ Where the text is, in this order:
 A row is a code row when the table's ``kind`` column says so, or, without one, when it has
 tests (``tests``/``entry_point`` columns, or the columns named by ``tests_column``/
 ``entry_point_column``); a row with tests but no entry point takes the one function its reply
-defines, else the last one its prompt's stub defines, else it is an error naming the flag. What the verifiers check against: ``reference_column``
+defines, else the last one its prompt's stub defines, else it is an error naming the flag.
+What the verifiers check against: ``reference_column``
 (a reference answer: ``18``, or a worked solution ending ``#### 18``), a sample-schema
 ``reference`` struct, and the tests. Every row is taken as a model's output (judges are weighed
 against the verifiers on all labelled rows) unless a sample-schema ``provenance`` says who wrote it.
