@@ -11,6 +11,7 @@ other rows at dedup and go through the same judges, routing and review. Personal
 in the stored rows (the model's text, tool output) are redacted as generated text is.
 """
 
+import hashlib
 import json
 import random
 from collections import Counter
@@ -108,6 +109,36 @@ def _rollouts(
         raise
 
 
+# An episode's tool output holds text that changes from run to run (unittest's "Ran 4 tests in
+# 0.001s"), so the next step's prompt misses the response cache and the model samples anew: a rerun
+# of a batch would publish new trajectories and preference pairs every time. A rerun with the same
+# inputs keeps the episodes its batch already has (the key, in the stored table's metadata); one
+# stopped by the budget stored none, and anything changed in the key runs them again.
+EPISODES_KEY = b"ptf.agent_episodes_key"
+
+
+def _episodes_key(settings: SettingsResource, engine: dict[str, str], tasks: pa.Table) -> str:
+    """What decides a batch's episodes: its tasks, the agent, sandbox and privacy settings, the engine."""
+    config = settings.config
+    facts = {
+        "tasks": tasks.column("task").to_pylist(),
+        "agent": config.agent.model_dump(mode="json"),
+        "sandbox": config.sandbox.model_dump(mode="json"),
+        "privacy": config.privacy.model_dump(mode="json"),
+        "engine": engine,
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _last_run(settings: SettingsResource, batch: str, key: str) -> pa.Table | None:
+    """The batch's stored episodes when they were made from the same inputs, else None."""
+    store = settings.asset_store()
+    if not store.exists("agent_trajectories", batch):
+        return None
+    table = store.read("agent_trajectories", batch)
+    return table if (table.schema.metadata or {}).get(EPISODES_KEY) == key.encode() else None
+
+
 def _replay(rows: list[dict[str, Any]], pool: Any, share: float, batch: str) -> tuple[int, int]:
     """Replay a sample (seeded by the batch: a rerun replays the same rows); drop what does not
     reproduce. Returns (replayed, reproduced)."""
@@ -164,6 +195,21 @@ def agent_trajectories(
             check_results=[schema_check(table, "agent_trajectories")],
         )
     engine, price = engines.engine("generator"), engines.price_per_mtok("generator")
+    key = _episodes_key(settings, engine.identity(), agent_tasks)
+    kept = _last_run(settings, batch, key)
+    if kept is not None:
+        return dg.MaterializeResult(
+            value=kept,
+            metadata={
+                "dagster/row_count": dg.MetadataValue.int(kept.num_rows),
+                "tasks": dg.MetadataValue.int(len(tasks)),
+                "reused": dg.MetadataValue.text(
+                    "this batch's episodes from its last run: the same tasks, agent, sandbox and "
+                    "privacy settings and engine (a rerun is idempotent)"
+                ),
+            },
+            check_results=[schema_check(kept, "agent_trajectories")],
+        )
     before = engine.stats.__dict__.copy()
     guard = stage_guard(context, settings, "agent_trajectories")
     try:
@@ -194,6 +240,7 @@ def agent_trajectories(
     # steps hold the model's text and tool output (a task file's secret a command printed): redacted
     # before the rows are stored, as generated text is
     table, privacy = clean_samples(table, settings.config.privacy)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), EPISODES_KEY: key})
     references = sum(1 for r in rows if is_reference(r))
     rows = [r for r in rows if not is_reference(r)]  # the figures are the model's
     outcomes = [r["outcome"] for r in rows]

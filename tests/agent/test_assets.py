@@ -78,6 +78,25 @@ def test_agent_trajectories_asset(home: Path, tmp_path: Path, tiny_model: Path) 
         assert reference[0]["sample_id"] in {r["provenance"]["parent_id"] for r in sft}
     assert all(r["scores"]["difficulty"]["method"] == "solve_rate" for r in agents)
 
+    # a rerun of the batch keeps its episodes (tool output such as unittest's timing would send the
+    # model new prompts, and a rerun would publish new trajectories); a changed setting runs them again
+    again = dg.materialize(
+        [agent_tasks, agent_trajectories], instance=instance, partition_key="b1", resources=resources
+    )
+    assert "reused" in again.asset_materializations_for_node("agent_trajectories")[0].metadata
+    assert store.read("agent_trajectories", "b1").equals(table)
+    config.write_text(config.read_text().replace("max_tokens: 24", "max_tokens: 23"))
+    changed = dg.materialize(
+        [agent_tasks, agent_trajectories],
+        instance=instance,
+        partition_key="b1",
+        resources=factory_resources(str(config), str(home)),
+    )
+    assert "reused" not in changed.asset_materializations_for_node("agent_trajectories")[0].metadata
+    config.write_text(config.read_text().replace("max_tokens: 23", "max_tokens: 24"))
+    table = store.read("agent_trajectories", "b1")
+    rows = table.to_pylist()
+
     # they join the batch's responses (none here) at dedup, and difficulty keeps their solve rate
     store.write("candidate_responses", empty_table(), "b1")
     stages = [deduplicated_samples, decontaminated_samples, execution_validated, difficulty_scored]
