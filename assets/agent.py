@@ -133,10 +133,10 @@ def _episodes_key(settings: SettingsResource, engine: dict[str, str], tasks: pa.
 def _last_run(settings: SettingsResource, batch: str, key: str) -> pa.Table | None:
     """The batch's stored episodes when they were made from the same inputs, else None."""
     store = settings.asset_store()
-    if not store.exists("agent_trajectories", batch):
+    schema = store.schema("agent_trajectories", batch)  # the footer: the table only when it matches
+    if schema is None or (schema.metadata or {}).get(EPISODES_KEY) != key.encode():
         return None
-    table = store.read("agent_trajectories", batch)
-    return table if (table.schema.metadata or {}).get(EPISODES_KEY) == key.encode() else None
+    return store.read("agent_trajectories", batch)
 
 
 def _replay(rows: list[dict[str, Any]], pool: Any, share: float, batch: str) -> tuple[int, int]:

@@ -53,15 +53,21 @@ class AssetStore:
         """One file that :meth:`files` listed."""
         return self.store.read_table(path)
 
-    def recorded_checks(self, asset: str, partition: str | None = None) -> dict[str, bool] | None:
-        """The check outcomes ``asset`` recorded in its file for ``partition`` (see
-        ``storage.audit.checks_metadata``); None when the file is missing or recorded none."""
+    def schema(self, asset: str, partition: str | None = None) -> pa.Schema | None:
+        """The schema (with its metadata) of ``asset``'s file for ``partition``, read from the
+        footer alone; None when the file is missing."""
         path = self.path(asset, partition)
         if not self.store.exists(path):
             return None
-        # the footer alone: a local file natively, a remote one fetched (never a Python file object)
+        # a local file natively, a remote one fetched (never a Python file object)
         source = path if self.store.local else pa.BufferReader(self.store.read_bytes(path))
-        return checks_from_metadata(pq.read_schema(source))
+        return pq.read_schema(source)
+
+    def recorded_checks(self, asset: str, partition: str | None = None) -> dict[str, bool] | None:
+        """The check outcomes ``asset`` recorded in its file for ``partition`` (see
+        ``storage.audit.checks_metadata``); None when the file is missing or recorded none."""
+        schema = self.schema(asset, partition)
+        return None if schema is None else checks_from_metadata(schema)
 
     def assets(self) -> list[str]:
         return self.store.listdir(self.store.root)
