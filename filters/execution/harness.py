@@ -146,7 +146,9 @@ def run(solution: str, tests: str, entry_point: str | None) -> None:
         }
         exec(compile(solution, "solution.py", "exec", dont_inherit=True), namespace)
         exec(code, namespace)
-        if entry_point:
+        # HumanEval-style tests define check(candidate); MBPP-style ones are top-level asserts that
+        # call the function by name and have already run above
+        if entry_point and callable(namespace.get("check")):
             namespace["check"](namespace[entry_point])  # type: ignore[operator]
         ok = True
     except BaseException:  # the traceback goes to stderr, as it would without the harness

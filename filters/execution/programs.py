@@ -70,7 +70,8 @@ def infer_entry_point(prompt: str, response: str) -> str | None:
 
 def program(solution: str, tests: str, entry_point: str | None) -> str:
     """One file: the harness, then a call that runs the solution, its tests (each assert counted,
-    none stopping the run) and ``check(entry_point)`` when there is an entry point.
+    none stopping the run) and ``check(entry_point)`` when there is an entry point and the tests
+    define ``check`` (MBPP-style tests, top-level asserts, have run by then).
 
     The solution and the tests travel as string literals (``repr``), so nothing they contain is
     code until the harness compiles it inside the sandbox.

@@ -55,6 +55,26 @@ def test_graded_in_the_sandbox(sandbox: DockerSandbox) -> None:
 
 
 @pytest.mark.integration
+def test_top_level_asserts_need_no_check_function(sandbox: DockerSandbox) -> None:
+    # MBPP-style tests call the function by name and define no check(candidate): the right solution
+    # passes on its asserts alone (it failed with KeyError: 'check' before), the wrong one is named
+    tests = "assert inc(1) == 2\nassert inc(5) == 6\n"
+    right, wrong = CodeVerifier(sandbox).verify_many(
+        [
+            row("```python\ndef inc(x):\n    return x + 1\n```", tests=tests),
+            row("```python\ndef inc(x):\n    return x + 2\n```", tests=tests),
+        ]
+    )
+    assert (right.verdict, right.reason) == ("pass", "tests_passed"), right.evidence["stderr_tail"]
+    assert (right.evidence["assertions_passed"], right.evidence["assertions_total"]) == (2, 2)
+    assert (wrong.verdict, wrong.partial) == ("fail", 0.0)
+    assert wrong.evidence["failed_checks"] == [
+        "tests.py:1: assert inc(1) == 2 (assertion failed)",
+        "tests.py:2: assert inc(5) == 6 (assertion failed)",
+    ]
+
+
+@pytest.mark.integration
 def test_a_recorded_execution_is_not_run_again(sandbox: DockerSandbox) -> None:
     recorded = {"status": "failed", "exit_code": 1, "stderr_tail": "tests.py:2: raised ValueError: no\n",
                 "assertions_passed": 2, "assertions_total": 3}  # fmt: skip
