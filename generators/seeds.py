@@ -3,7 +3,7 @@
 One task a row: ``instruction`` (required, non-empty text), optional ``id``, ``input``
 (context), ``response`` (a reference answer) and ``kind`` (``sft`` default, or ``code``);
 ``code`` rows also need ``entry_point`` and ``tests`` (Python defining
-``check(candidate)``, HumanEval style). What makes an ``sft`` seed verifiable (schema 3's
+``check(candidate)``, HumanEval style, or top-level asserts calling the entry point, MBPP style). What makes an ``sft`` seed verifiable (schema 3's
 ``reference``, checked by :mod:`ptfactory.filters.verify`):
 
 - ``answer``: the reference's final answer (text or a number: ``18``, ``"$16,000"``, ``"#### 18"``,
@@ -300,15 +300,37 @@ def _check_code_fields(where: str, entry_point: str | None, tests: str | None) -
     if not entry_point.isidentifier():
         raise SeedError(f"{where}: field 'entry_point' is {entry_point!r}, not a Python function name")
     if tests is None:
-        raise SeedError(f"{where}: field 'tests' is missing; code seeds need tests defining check(candidate)")
+        raise SeedError(
+            f"{where}: field 'tests' is missing; code seeds need tests: a check(candidate) or top-level asserts"
+        )
     try:
         tree = ast.parse(tests)  # parsing only: seed code is never executed outside the sandbox
     except SyntaxError as exc:
         raise SeedError(
             f"{where}: field 'tests' is not valid Python ({exc.msg}, line {exc.lineno})"
         ) from None
-    if not any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body):
-        raise SeedError(f"{where}: field 'tests' does not define check(candidate)")
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body) and not _asserts_on(
+        tree, entry_point
+    ):
+        raise SeedError(
+            f"{where}: field 'tests' neither defines check(candidate) (HumanEval-style) nor asserts "
+            f"on {entry_point}(...) at top level (MBPP-style)"
+        )
+
+
+def _asserts_on(tree: ast.Module, name: str) -> bool:
+    """Whether a top-level assert (outside any function or class, so it runs) names ``name``."""
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        if isinstance(node, ast.Assert):
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.test)):
+                return True
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def seeds_to_table(tasks: list[SeedTask], batch: str) -> pa.Table:

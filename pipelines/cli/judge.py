@@ -150,7 +150,7 @@ def judge(
         typer.Option(
             "--tests-column",
             metavar="COLUMN",
-            help="HumanEval-style tests defining check(candidate): the code verifier runs them in the sandbox",
+            help="tests defining check(candidate) (HumanEval) or top-level asserts (MBPP): the code verifier runs them in the sandbox",
         ),
     ] = None,
     entry_point_column: Annotated[

@@ -56,6 +56,17 @@ def test_reads_the_three_seed_shapes(tmp_path: Path) -> None:
     }
 
 
+def test_mbpp_style_tests_are_code_seeds(tmp_path: Path) -> None:
+    # top-level asserts that call the entry point by name, inside a loop too: run as they stand
+    mbpp = {
+        **CODE,
+        "id": "c2",
+        "tests": "assert add(1, 2) == 3\nfor i in range(3):\n    assert add(i, 0) == i\n",
+    }
+    (task,) = read_seeds(_jsonl(tmp_path, mbpp))
+    assert task.kind == "code" and task.tests == mbpp["tests"]
+
+
 def test_alpaca_style_empty_input_means_no_context(tmp_path: Path) -> None:
     tasks = read_seeds(_jsonl(tmp_path, {"instruction": "Say hi.", "input": "", "response": "Hi"}))
     assert tasks[0].input is None
@@ -108,7 +119,12 @@ def test_a_folder_of_seed_files(tmp_path: Path) -> None:
         ([{"instruction": "a", "output": "b"}], None, r"unknown field 'output'; allowed: id, instruction"),
         ([{"instruction": "a", "kind": "chat"}], None, r"field 'kind' is 'chat'; allowed: sft, code"),
         (["[1, 2]"], None, r"expected a JSON object per line, got array"),
-        ([{**CODE, "tests": "assert True"}], None, r"does not define check\(candidate\)"),
+        ([{**CODE, "tests": "assert True"}], None, r"neither defines check\(candidate\)"),
+        (
+            [{**CODE, "tests": "def test_it():\n    assert f(1)\n"}],  # never called: nothing would run
+            None,
+            r"neither defines check\(candidate\) \(HumanEval-style\) nor asserts on",
+        ),
         ([{**CODE, "tests": "def check(:"}], None, r"field 'tests' is not valid Python"),
         (
             [{**CODE, "entry_point": "not a name"}],
