@@ -2,8 +2,9 @@
 
 Verifiers read sample records (:mod:`~ptfactory.filters.verify.base`); a table that is not one
 names its columns: ``--reference-column C`` (the reference answer: a bare answer like ``18`` or a
-worked solution ending ``#### 18``), ``--tests-column C`` and ``--entry-point-column C`` (HumanEval-
-style tests defining ``check(candidate)`` and the function they test). A sample-schema table's own
+worked solution ending ``#### 18``), ``--tests-column C`` and ``--entry-point-column C`` (tests defining
+``check(candidate)``, HumanEval-style, or top-level asserts, MBPP-style, as text or a list of lines;
+and the function they test). A sample-schema table's own
 ``reference``, ``tests`` and ``entry_point`` columns are read without flags.
 """
 
@@ -80,6 +81,13 @@ def _text(value: Any, flag: str, row: int) -> str | None:
     raise UserInputError(f"row {row}: {flag} holds {type(value).__name__}, not text")
 
 
+def _tests(value: Any, row: int) -> str | None:
+    """A row's tests as one program: a list of assert lines (MBPP's ``test_list``) is joined."""
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return "\n".join(v.rstrip("\n") for v in value) or None
+    return _text(value, "--tests-column", row)
+
+
 def verifier_inputs(
     table: pa.Table,
     *,
@@ -116,7 +124,7 @@ def verifier_inputs(
         out.append(
             {
                 "reference": references[i],
-                "tests": _text((tests or nothing)[i], "--tests-column", i),
+                "tests": _tests((tests or nothing)[i], i),
                 "entry_point": _text((entries or nothing)[i], "--entry-point-column", i),
             }
         )

@@ -122,6 +122,14 @@ def test_verifier_inputs_from_named_columns(pool: MathVerifyPool) -> None:
         UserInputError, match=r"--reference-column 'answer': no such column; columns: question, reply"
     ):
         verifier_inputs(table, reference_column="answer")
+    # MBPP's test_list: a list of assert lines is one program; anything else in the column is an error
+    listed = pa.table({"t": [["assert inc(1) == 2", "assert inc(2) == 3\n"], None]})
+    assert [i["tests"] for i in verifier_inputs(listed, tests_column="t")] == [
+        "assert inc(1) == 2\nassert inc(2) == 3",
+        None,
+    ]
+    with pytest.raises(UserInputError, match=r"row 0: --tests-column holds list, not text"):
+        verifier_inputs(pa.table({"t": [[1, 2]]}), tests_column="t")
     numbers = pa.table({"gold": [18, -7]})
     assert [i["reference"]["answer"] for i in verifier_inputs(numbers, reference_column="gold")] == [
         "18",
