@@ -126,22 +126,30 @@ def _install_template(target: Path, entry: Bundled) -> None:
 
 def _convert(gguf: Path, target: Path) -> None:
     """GGUF -> HF folder, offline by argument (``local_files_only``), not by setting HF_HUB_OFFLINE."""
+    import contextlib
+    import io
+    import sys
+
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    print(f"converting the bundled {gguf.name} to {target} (once; about half a minute)", file=sys.stderr)
     tmp = target.with_name(f".tmp-{target.name}-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
-    model: Any = AutoModelForCausalLM.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
-    )
-    # Saving a GGUF-loaded model needs the quantizer detached (the weights are already dequantized).
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.config.dtype = "bfloat16"
-    model.to(torch.bfloat16).save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
+    # the line above instead of transformers' tqdm bars (per tensor, then per shard: plain tqdm that
+    # no transformers switch turns off), which fill a log file with \r-joined frames; errors still raise
+    with contextlib.redirect_stderr(io.StringIO()):
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
+        model: Any = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
+        )
+        # Saving a GGUF-loaded model needs the quantizer detached (the weights are already dequantized).
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.config.dtype = "bfloat16"
+        model.to(torch.bfloat16).save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
     os.replace(tmp, target)
 
 
