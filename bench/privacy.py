@@ -11,7 +11,8 @@ reported per source as rows with a finding / rows, and per type.
 
 Recall: ``--planted`` values of each type made with Faker (seeded) in a sentence each (e-mail, phone
 number in four layouts, payment card of four networks, public IPv4 and IPv6, IBAN, US SSN, AWS key,
-GitHub token, a password assignment, a PEM private key): found when the value is gone from the
+GitHub token, vendor tokens (OpenAI, Anthropic, Google, Hugging Face, GitHub fine-grained, npm), a
+password assigned in four forms (Python, .env, YAML, a Bearer header), a PEM private key): found when the value is gone from the
 redacted text and its placeholder type is the planted one.
 
 Speed: rows/s of ``redact_text`` over the clean rows, median of ``--repeats``, against the same call
@@ -104,9 +105,22 @@ def planted(count: int) -> list[tuple[str, str, str]]:
             else "ghp_" + fake.bothify("?" * 36, letters=string.ascii_letters),
             f'client = connect(key="{v}")',
         ),
+        "API_KEY (vendor formats)": lambda i: (
+            v := [
+                "sk-proj-" + fake.pystr(min_chars=48, max_chars=48),
+                "sk-ant-api03-" + fake.pystr(min_chars=40, max_chars=40),
+                "AIza" + fake.bothify("?" * 35, letters=string.ascii_letters + "0123456789_-"),
+                "hf_" + fake.pystr(min_chars=34, max_chars=34),
+                "github_pat_11" + fake.bothify("?" * 70, letters=string.ascii_letters + "0123456789_"),
+                "npm_" + fake.bothify("?" * 36, letters=string.ascii_letters + "0123456789"),
+            ][i % 6],
+            f"export TOKEN_FOR_CI='{v}'" if i % 2 else f"the key {v} is in the vault",
+        ),
         "CREDENTIAL": lambda i: (
             v := fake.password(length=18, special_chars=False),
-            f'db_password = "{v}"',
+            [f'db_password = "{v}"', f"DB_PASSWORD={v}", f"api_key: {v}", f"Authorization: Bearer {v}"][
+                i % 4
+            ],
         ),
         "PRIVATE_KEY": lambda i: (
             v := "-----BEGIN RSA PRIVATE KEY-----\n"
@@ -154,7 +168,7 @@ def main() -> None:
     for kind, value, text in rows:
         cleaned, counts = redact_text(text)
         by_kind[kind] += 1
-        hits[kind] += int(value not in cleaned and counts.get(kind, 0) > 0)
+        hits[kind] += int(value not in cleaned and counts.get(kind.split(" ")[0], 0) > 0)
     for kind in by_kind:
         print(f"  {kind:14} {hits[kind]:4}/{by_kind[kind]} ({hits[kind] / by_kind[kind]:.1%})")
 

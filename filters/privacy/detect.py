@@ -27,8 +27,9 @@ Rules on top of the libraries, each because of a false redaction measured on ben
   not personal data anywhere.
 
 Secrets: detect-secrets' pattern plugins (cloud and SaaS keys and tokens, JWTs, basic-auth URLs,
-private-key headers) and its keyword plugin (``password = "..."``); PEM private keys are taken
-whole (header to footer). Its entropy plugins are left out: they fire on every hash, UUID and
+private-key headers) and its keyword plugin (``password = "..."``), plus two plugins of ours for
+formats it lacks (secret_formats.py: vendor token prefixes, unquoted assignments); PEM private keys
+are taken whole (header to footer). Its entropy plugins are left out: they fire on every hash, UUID and
 base64 literal in code. Its public-IP plugin is left out: Presidio finds IPs.
 """
 
@@ -77,6 +78,9 @@ SECRET_PLUGINS = {
     "TelegramBotTokenDetector": "API_KEY",
     "TwilioKeyDetector": "API_KEY",
     "KeywordDetector": "CREDENTIAL",
+    # detect-secrets plugins of ours for what its own miss (filters/privacy/secret_formats.py)
+    "TokenFormatDetector": "API_KEY",
+    "AssignedSecretDetector": "CREDENTIAL",
 }
 TEST_CARDS = frozenset(
     {
@@ -204,8 +208,11 @@ def _analyzer(entities: tuple[str, ...]) -> Any:
 def _plugins() -> tuple[tuple[Any, str], ...]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
+    from ptfactory.filters.privacy.secret_formats import AssignedSecretDetector, TokenFormatDetector
+
     plugins: list[Any] = list(get_mapping_from_secret_type_to_class().values())
     by_name: dict[str, Any] = {plugin.__name__: plugin for plugin in plugins}
+    by_name.update(TokenFormatDetector=TokenFormatDetector, AssignedSecretDetector=AssignedSecretDetector)
     return tuple((by_name[name](), kind) for name, kind in SECRET_PLUGINS.items())
 
 
