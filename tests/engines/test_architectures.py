@@ -1,6 +1,6 @@
 """Any common architecture runs on the default engine (issue 40, item 4): tiny random checkpoints of
-Llama 3 (``rope_type: llama3``), Qwen2 and Gemma 3 (sliding and full attention layers, prompts
-longer than the window), built here with the fixture tokenizer (no hub), chat greedily, sampled and
+Llama 3 (``rope_type: llama3``), Qwen2, Qwen3, Mistral and Gemma 3 (sliding and full attention
+layers, prompts longer than the window), Phi-3 and GPT-NeoX, built here with the fixture tokenizer (no hub), chat greedily, sampled and
 JSON-constrained, and score exactly what one row alone through the model's own forward gives,
 in batches with padding. The bundled Gemma 3 judge runs on it too."""
 
@@ -42,6 +42,10 @@ KINDS: dict[str, tuple[str, str, dict[str, Any]]] = {
         },
     ),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 16}),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {"sliding_window": 8}),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {}),
+    "gptneox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {}),
     "gemma3": (
         "Gemma3TextConfig",
         "Gemma3ForCausalLM",
