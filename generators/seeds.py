@@ -2,9 +2,9 @@
 
 One task a row: ``instruction`` (required, non-empty text), optional ``id``, ``input``
 (context), ``response`` (a reference answer) and ``kind`` (``sft`` default, or ``code``);
-``code`` rows also need ``entry_point`` and ``tests`` (Python defining
-``check(candidate)``, HumanEval style, or top-level asserts calling the entry point, MBPP style). What makes an ``sft`` seed verifiable (schema 3's
-``reference``, checked by :mod:`ptfactory.filters.verify`):
+``code`` rows also need ``entry_point`` and ``tests`` (Python defining ``check(candidate)``,
+HumanEval style, or top-level asserts calling the entry point, MBPP style). What makes an ``sft``
+seed verifiable (schema 3's ``reference``, checked by :mod:`ptfactory.filters.verify`):
 
 - ``answer``: the reference's final answer (text or a number: ``18``, ``"$16,000"``, ``"#### 18"``,
   ``"\\frac{1}{2}"``). Without it, a ``response`` whose final answer is marked (``#### 18``,

@@ -2,10 +2,10 @@
 
 Verifiers read sample records (:mod:`~ptfactory.filters.verify.base`); a table that is not one
 names its columns: ``--reference-column C`` (the reference answer: a bare answer like ``18`` or a
-worked solution ending ``#### 18``), ``--tests-column C`` and ``--entry-point-column C`` (tests defining
-``check(candidate)``, HumanEval-style, or top-level asserts, MBPP-style, as text or a list of lines;
-and the function they test). A sample-schema table's own
-``reference``, ``tests`` and ``entry_point`` columns are read without flags.
+worked solution ending ``#### 18``), ``--tests-column C`` (tests defining ``check(candidate)``,
+HumanEval-style, or top-level asserts, MBPP-style, as text or a list of lines) and
+``--entry-point-column C`` (the function they test). A sample-schema table's own ``reference``,
+``tests`` and ``entry_point`` columns are read without flags.
 """
 
 from __future__ import annotations
