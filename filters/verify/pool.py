@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.pool
+import multiprocessing.process
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ class WorkerPool:
         self._pool: multiprocessing.pool.Pool | None = None
         self._cold = 0  # tasks still to wait for with the start-up allowance
         self._lock = threading.Lock()  # one batch at a time may restart the pool
+        self._spawn_checked = False
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -63,7 +65,17 @@ class WorkerPool:
 
     def _started(self) -> multiprocessing.pool.Pool:
         if self._pool is None:
+            # the first start also starts a bare test process: it runs beside the workers' warm-up,
+            # so waiting for it costs next to nothing, and it names why workers cannot start
+            probe = None if self._spawn_checked else _start_probe()
             self._pool = multiprocessing.get_context("spawn").Pool(self.workers, initializer=self.warmup)
+            if probe is not None:
+                try:
+                    _finish_probe(probe, self.startup_s)
+                except RuntimeError:
+                    self._terminate()
+                    raise
+                self._spawn_checked = True
             self._cold = self.workers
         return self._pool
 
@@ -113,6 +125,38 @@ class WorkerPool:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def _ready() -> None:
+    """What a test process runs: nothing (it only has to start)."""
+
+
+def _start_probe() -> multiprocessing.process.BaseProcess:
+    process = multiprocessing.get_context("spawn").Process(target=_ready, daemon=True)
+    process.start()
+    return process
+
+
+def _finish_probe(process: multiprocessing.process.BaseProcess, timeout_s: float) -> None:
+    """Fail with the reason when the test process could not start: a ``multiprocessing.Pool``
+    whose workers die while starting replaces them forever, so every task would wait out its
+    timeout while the log fills with the same traceback. Spawned processes re-import the
+    ``__main__`` module: a script read from stdin cannot be, and a script without an
+    ``if __name__ == "__main__":`` guard runs again in the child."""
+    import sys
+
+    process.join(timeout_s)
+    if process.is_alive():
+        process.terminate()
+        process.join()
+    if process.exitcode != 0:
+        main = getattr(sys.modules.get("__main__"), "__file__", None) or "the interactive session"
+        raise RuntimeError(
+            f"the checkers' worker processes cannot start (a test process exited with "
+            f"{process.exitcode}): each one re-imports the main module ({main}). Run your code from a "
+            'file with an `if __name__ == "__main__":` guard, or make the pool with workers=0 to run '
+            "checks in this process (without their time bound): `MathVerifyPool(workers=0)`."
+        )
 
 
 def _inline(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:

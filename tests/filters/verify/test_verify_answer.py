@@ -4,9 +4,12 @@ and a call off the main thread abstain (never a silent "wrong")."""
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,6 +120,31 @@ def test_the_pool_pickles_for_a_reward_function(pool: MathVerifyPool) -> None:
         assert copy.verify(row("#### 18")).passed
     finally:
         copy.pool.close()
+
+
+USE = """
+from ptfactory.filters.verify import AnswerVerifier
+from ptfactory.filters.verify.inputs import reference_record
+messages = [{"role": "user", "content": "2 + 2?"}, {"role": "assistant", "content": "The answer is 4."}]
+print(AnswerVerifier().verify({"kind": "sft", "messages": messages, "reference": reference_record(answer="4")}))
+"""
+
+
+@pytest.mark.parametrize("how", ["stdin", "unguarded-script"])
+def test_workers_that_cannot_start_are_one_clear_error(how: str, tmp_path: Path) -> None:
+    # a spawned worker re-imports __main__: from stdin it cannot, and an unguarded script runs its
+    # own top level again in the worker. Before, the pool replaced its dying workers forever: each
+    # task waited out its timeout while tens of thousands of traceback lines filled the log.
+    script = tmp_path / "use.py"
+    script.write_text(USE)
+    args, stdin = ([sys.executable, "-"], USE) if how == "stdin" else ([sys.executable, str(script)], "")
+    done = subprocess.run(
+        args, check=False, input=stdin, capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode != 0
+    assert "the checkers' worker processes cannot start" in done.stderr, done.stderr[-2000:]
+    assert 'an `if __name__ == "__main__":` guard' in done.stderr
+    assert len(done.stderr.splitlines()) < 200
 
 
 def test_compare_answers_directly() -> None:
