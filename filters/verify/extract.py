@@ -18,6 +18,10 @@ rule            what it reads
 ``whole``       (``fallback=True`` only) a text of at most three words on one line is its own
                 answer: "Paris", "20 days" -> ``20``, "**18**" -> ``18`` (with a number in it, only
                 when it normalises to that number: "It is 18" goes to the next rule)
+``last_math``   (``fallback=True`` only) the last math span when no number follows it: ``$…$``,
+                ``\\(…\\)``, ``\\[…\\]`` or a bare ``\\frac{…}{…}`` / ``\\sqrt{…}``, the part after its
+                last ``=``: "the fraction is \\frac{3}{4}." -> ``\\frac{3}{4}`` (the last number would
+                read ``4``), "so $x = \\sqrt{2}$" -> ``\\sqrt{2}``
 ``last_number`` (``fallback=True`` only) the last number in the text: "... = 18." -> ``18``;
                 what lm-eval's GSM8K *flexible-extract* does. Callers turn both fallbacks off where
                 the text may not end on an answer (a response cut at ``max_tokens``, a seed's
@@ -40,7 +44,7 @@ from dataclasses import dataclass
 
 __all__ = ["Extraction", "extract", "extract_answer", "normalize_answer"]
 
-RULES = ("hash", "tag", "boxed", "stated", "whole", "last_number")
+RULES = ("hash", "tag", "boxed", "stated", "whole", "last_math", "last_number")
 _WHOLE_WORDS = 3
 
 # a number as people write it: -1,234.5 / 3/4 / .5 / 1e-3 is rare in word problems and left out
@@ -58,6 +62,11 @@ _CURRENCY = re.compile(r"^(?:\\\$|\$|€|£|¥|USD\s*|EUR\s*)\s*")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _LEADING_NUMBER = re.compile(rf"^({_NUM})(?=$|\s|[a-zA-Z%])")
 _MAX_SPAN = 200  # a stated "answer" longer than this is prose, not an answer
+# math spans: $…$ (not $$), \(…\), \[…\], and a bare \frac / \dfrac / \sqrt with an optional sign
+_MATH = re.compile(r"(?<![$\\])\$([^$\n]+?)\$(?!\$)|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+_WORDS = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")  # a word that is no LaTeX command
+_BARE = re.compile(r"-?\\(?:d?frac|sqrt)\s*\{")
+_DASHES = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-"})  # minus sign, en dash, figure dash
 
 
 @dataclass(frozen=True)
@@ -87,7 +96,8 @@ def _strip_wrappers(text: str) -> str:
 def normalize_answer(span: str) -> str | None:
     """A stated answer span as the short string to compare (see the module docstring); None if
     nothing is left."""
-    text = _strip_wrappers(span)
+    text = _strip_wrappers(span.translate(_DASHES))
+    text = re.sub(r"^[*_]+\s*|\s*[*_]+$", "", text)  # "**Answer:** 18": the bold's closing half
     text = _CURRENCY.sub("", text).strip()
     text = _THOUSANDS.sub("", text)
     text = re.sub(r"\s*\\?%$", "", text).strip()
@@ -140,10 +150,38 @@ def _stated(text: str) -> str | None:
     return None
 
 
+def _last_math(text: str) -> tuple[str, int] | None:
+    """The last math span of ``text`` (its contents) and where it ends."""
+    spans: list[tuple[str, int]] = []
+    for match in _MATH.finditer(text):
+        body = next(g for g in match.groups() if g is not None)
+        if not _WORDS.search(body):  # "$5 and gets $" is two prices, not math
+            spans.append((body, match.end()))
+    for match in _BARE.finditer(text):
+        inner = _balanced(text, match.end())
+        if inner is None:
+            continue
+        end = match.end() + len(inner) + 1
+        if text[match.start() : match.end()].lstrip("-").startswith(("\\frac", "\\dfrac")):
+            if not text[end:].lstrip().startswith("{"):
+                continue
+            start = text.index("{", end) + 1
+            second = _balanced(text, start)
+            if second is None:
+                continue
+            end = start + len(second) + 1
+        spans.append((text[match.start() : end], end))
+    if not spans:
+        return None
+    body, end = max(spans, key=lambda span: span[1])
+    return body.rsplit("=", 1)[-1].strip(), end
+
+
 def extract(text: str | None, *, fallback: bool = True) -> Extraction | None:
     """The final answer ``text`` states and the rule that found it; None when it states none."""
     if not text or not text.strip():
         return None
+    text = text.translate(_DASHES)
     hashed = _HASH.findall(text)
     if hashed and (answer := normalize_answer(hashed[-1])):
         return Extraction(answer, "hash")
@@ -161,6 +199,9 @@ def extract(text: str | None, *, fallback: bool = True) -> Extraction | None:
         # a short text with a number is its answer only when it is that number ("20 days", not "It is 18")
         if answer and (_NUMBER.fullmatch(answer) or not re.search(r"\d", whole)):
             return Extraction(answer, "whole")
+        math = _last_math(text)
+        if math is not None and not _NUMBER.search(text[math[1] :]) and (answer := normalize_answer(math[0])):
+            return Extraction(answer, "last_math")
         numbers = _NUMBER.findall(text)
         if numbers and (answer := normalize_answer(numbers[-1])):
             return Extraction(answer, "last_number")

@@ -40,6 +40,14 @@ GSM8K_SOLUTION = (
         ("It costs 1,234,567 dollars", "1234567", "last_number"),
         ("The temperature drops to -5 degrees", "-5", "last_number"),
         ("The average is then 3.75", "3.75", "last_number"),
+        # the last math span when no number follows it (the last number would read 4, 3 and 2)
+        ("So the fraction is \\frac{3}{4}.", "\\frac{3}{4}", "last_math"),
+        ("Adding them gives $\\frac{7}{8}$ of the cake.", "\\frac{7}{8}", "last_math"),
+        ("Solving, \\(x = -\\frac{1}{3}\\)", "-\\frac{1}{3}", "last_math"),
+        ("The length is $\\sqrt{2}$.", "\\sqrt{2}", "last_math"),
+        ("She had $5 and then $3 more", "3", "last_number"),  # prices, not a math span
+        ("The result is \u22123.", "-3", "last_number"),  # a Unicode minus sign
+        ("**Answer:** 18", "18", "stated"),
     ],
 )
 def test_formats(text: str, answer: str, rule: str) -> None:
