@@ -199,7 +199,9 @@ def _to_task(where: str, row: dict[str, Any], limit: int) -> SeedTask:
         raise SeedError(f"{where}: unknown field {unknown[0]!r}; allowed: {', '.join(SEED_FIELDS)}")
     instruction = _text(where, row, "instruction", limit, required=True)
     assert instruction is not None
-    kind = row.get("kind", "sft")
+    # a row with tests or an entry point and no kind is a code seed (said outright, sft is an error)
+    code_fields = row.get("tests") is not None or row.get("entry_point") is not None
+    kind = row.get("kind", "code" if code_fields else "sft")
     if kind not in SEED_KINDS:
         raise SeedError(f"{where}: field 'kind' is {kind!r}; allowed: {', '.join(SEED_KINDS)}")
     raw_id = row.get("id")

@@ -65,6 +65,9 @@ def test_mbpp_style_tests_are_code_seeds(tmp_path: Path) -> None:
     }
     (task,) = read_seeds(_jsonl(tmp_path, mbpp))
     assert task.kind == "code" and task.tests == mbpp["tests"]
+    # without "kind", tests and an entry point make a code seed
+    (task,) = read_seeds(_jsonl(tmp_path, {k: v for k, v in mbpp.items() if k != "kind"}))
+    assert task.kind == "code"
 
 
 def test_alpaca_style_empty_input_means_no_context(tmp_path: Path) -> None:
@@ -132,7 +135,13 @@ def test_a_folder_of_seed_files(tmp_path: Path) -> None:
             r"'entry_point' is 'not a name', not a Python function",
         ),
         ([{k: v for k, v in CODE.items() if k != "tests"}], None, r"field 'tests' is missing"),
-        ([{"instruction": "a", "tests": "def check(c): pass"}], None, r"only belongs to code seeds"),
+        (
+            [{"instruction": "a", "kind": "sft", "tests": "def check(c): pass"}],
+            None,
+            r"only belongs to code seeds",
+        ),
+        # tests without a kind make a code seed, which then needs its entry point
+        ([{"instruction": "a", "tests": "def check(c): pass"}], None, r"field 'entry_point' is missing"),
         (['{"instruction": "\\ud800"}'], None, r"unpaired surrogate"),
         ([""], None, r"holds no seed tasks"),
     ],
