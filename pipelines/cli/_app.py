@@ -45,6 +45,34 @@ class _ArgsSeenGroup(TyperGroup):
         ctx.meta["ptf/args"] = [*getattr(ctx, "_protected_args", []), *ctx.args]
         return super().invoke(ctx)
 
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _reflow_help(command)
+        return command
+
+
+def _reflow(text: str) -> str:
+    """A docstring's paragraphs as single lines, for the terminal to wrap: typer's rich help keeps
+    the source's line breaks, so at 80 columns every line ended in a stub of a few words.
+    Paragraphs that hold a list or indented lines keep their breaks."""
+    out = []
+    for paragraph in text.split("\n\n"):
+        lines = paragraph.split("\n")
+        kept = paragraph.startswith("\b") or any(
+            line.startswith((" ", "\t")) or line.lstrip().startswith(("- ", "* ", "| ")) for line in lines
+        )
+        out.append(paragraph if kept else " ".join(line.strip() for line in lines))
+    return "\n\n".join(out)
+
+
+def _reflow_help(command: Any) -> None:
+    """``_reflow`` on a command's help and, for a group, on every command below it."""
+    if command.help:
+        command.help = _reflow(command.help)
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _reflow_help(sub)
+
 
 app = typer.Typer(
     name="ptf",

@@ -1,5 +1,6 @@
 """The `ptf` CLI as a user runs it: a subprocess in a project folder."""
 
+import itertools
 import json
 import re
 import subprocess
@@ -209,6 +210,15 @@ def test_every_command_has_help_that_names_its_arguments_and_an_example() -> Non
         assert re.search(rf"Examples?: `ptf {re.escape(name)}[ `]", text), (
             f"`ptf {name} --help` gives no example of itself"
         )
+        # on an 80-column terminal the prose fills its lines: the source's line breaks left a stub
+        # of a few words at the end of each one ("... with the file,\n line and\n field, ...")
+        narrow = runner.invoke(
+            app, [*path, "--help"], prog_name="ptf", env={"COLUMNS": "80", "NO_COLOR": "1"}
+        )
+        prose = [line.strip() for line in narrow.output.split("╭")[0].splitlines()[2:]]
+        for line, following in itertools.pairwise(prose):
+            if line and following and not line.startswith(("- ", "* ", "|")):
+                assert len(line) >= 40, f"`ptf {name} --help` at 80 columns: a stub line {line!r}"
 
 
 def test_doctor_reports_what_is_really_there(ptf: Ptf, project: Path, tmp_path: Path) -> None:
