@@ -19,9 +19,10 @@ rule            what it reads
                 answer: "Paris", "20 days" -> ``20``, "**18**" -> ``18`` (with a number in it, only
                 when it normalises to that number: "It is 18" goes to the next rule)
 ``last_math``   (``fallback=True`` only) the last math span when no number follows it: ``$…$``,
-                ``\\(…\\)``, ``\\[…\\]`` or a bare ``\\frac{…}{…}`` / ``\\sqrt{…}``, the part after its
-                last ``=``: "the fraction is \\frac{3}{4}." -> ``\\frac{3}{4}`` (the last number would
-                read ``4``), "so $x = \\sqrt{2}$" -> ``\\sqrt{2}``
+                ``\\(…\\)``, ``\\[…\\]``, a bare ``\\frac{…}{…}`` / ``\\sqrt{…}`` or a tuple of numbers
+                (``(2, 3)``, ``[0, 1)``), the part after its last ``=``: "the fraction is
+                \\frac{3}{4}." -> ``\\frac{3}{4}`` (the last number would read ``4``), "so $x =
+                \\sqrt{2}$" -> ``\\sqrt{2}``
 ``last_number`` (``fallback=True`` only) the last number in the text: "... = 18." -> ``18``;
                 what lm-eval's GSM8K *flexible-extract* does. Callers turn both fallbacks off where
                 the text may not end on an answer (a response cut at ``max_tokens``, a seed's
@@ -64,6 +65,8 @@ _LEADING_NUMBER = re.compile(rf"^({_NUM})(?=$|\s|[a-zA-Z%])")
 _MAX_SPAN = 200  # a stated "answer" longer than this is prose, not an answer
 # math spans: $…$ (not $$), \(…\), \[…\], and a bare \frac / \dfrac / \sqrt with an optional sign
 _MATH = re.compile(r"(?<![$\\])\$([^$\n]+?)\$(?!\$)|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+# a tuple or interval of numbers: (2, 3), [0, 1), (-1.5, 4, 7)
+_TUPLE = re.compile(rf"[(\[]\s*(?:{_NUM})(?:\s*,\s*(?:{_NUM}))+\s*[)\]]")
 _WORDS = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")  # a word that is no LaTeX command
 _BARE = re.compile(r"-?\\(?:d?frac|sqrt)\s*\{")
 _DASHES = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-"})  # minus sign, en dash, figure dash
@@ -171,6 +174,7 @@ def _last_math(text: str) -> tuple[str, int] | None:
                 continue
             end = start + len(second) + 1
         spans.append((text[match.start() : end], end))
+    spans += [(m.group(0), m.end()) for m in _TUPLE.finditer(text)]
     if not spans:
         return None
     body, end = max(spans, key=lambda span: span[1])

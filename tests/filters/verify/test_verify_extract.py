@@ -46,6 +46,8 @@ GSM8K_SOLUTION = (
         ("Solving, \\(x = -\\frac{1}{3}\\)", "-\\frac{1}{3}", "last_math"),
         ("The length is $\\sqrt{2}$.", "\\sqrt{2}", "last_math"),
         ("She had $5 and then $3 more", "3", "last_number"),  # prices, not a math span
+        ("The point is (2, -3).", "(2, -3)", "last_math"),
+        ("Between (1, 2) and (3, 4) the gap is 2", "2", "last_number"),
         ("The result is \u22123.", "-3", "last_number"),  # a Unicode minus sign
         ("**Answer:** 18", "18", "stated"),
     ],
