@@ -14,9 +14,12 @@ and renames it into place, so a crash never leaves a half model.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,10 +129,6 @@ def _install_template(target: Path, entry: Bundled) -> None:
 
 def _convert(gguf: Path, target: Path) -> None:
     """GGUF -> HF folder, offline by argument (``local_files_only``), not by setting HF_HUB_OFFLINE."""
-    import contextlib
-    import io
-    import sys
-
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

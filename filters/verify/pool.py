@@ -15,6 +15,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.pool
 import multiprocessing.process
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -143,8 +144,6 @@ def _finish_probe(process: multiprocessing.process.BaseProcess, timeout_s: float
     timeout while the log fills with the same traceback. Spawned processes re-import the
     ``__main__`` module: a script read from stdin cannot be, and a script without an
     ``if __name__ == "__main__":`` guard runs again in the child."""
-    import sys
-
     process.join(timeout_s)
     if process.is_alive():
         process.terminate()

@@ -45,11 +45,9 @@ class _ArgsSeenGroup(TyperGroup):
         ctx.meta["ptf/args"] = [*getattr(ctx, "_protected_args", []), *ctx.args]
         return super().invoke(ctx)
 
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        command = super().get_command(ctx, cmd_name)
-        if command is not None:
-            _reflow_help(command)
-        return command
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _reflow_help(self)  # typer builds the whole tree first: every help reflowed once
 
 
 def _reflow(text: str) -> str:
