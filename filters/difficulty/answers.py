@@ -27,7 +27,7 @@ _WRONG = ("fail", "no_answer")
 
 def target_answer(row: dict[str, Any]) -> str | None:
     """The final answer the row's response states (what a student must reproduce), or None."""
-    return extract_answer(answer(row))
+    return extract_answer(answer(row), like=reference_answer_of(row))
 
 
 def _student_row(question: str, target: str, reply: Completion) -> dict[str, Any]:

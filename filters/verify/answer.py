@@ -17,6 +17,11 @@ abstain            no_response   the row has no response to check (an instructio
 abstain            reference_unparsed / math_verify_timeout / math_verify_error / math_verify_thread
 =================  ============  ====================================================================
 
+An option letter or yes/no reference ("B", "(C)", "yes", "True") is compared as text, the
+reply read for that kind (:mod:`~ptfactory.filters.verify.answer_kinds`; evidence
+``answer_kind``): "Yes, because 17 is prime." passes against "yes" and "The answer is (C)" fails
+against "B".
+
 Evidence: ``extracted`` (and the ``rule`` that found it), ``expected``, ``reference_source``, and
 math-verify's parsed forms (``gold_parsed``, ``pred_parsed``) or its ``error``.
 """
@@ -26,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ptfactory.filters.verify.answer_kinds import canonical, kind_of
 from ptfactory.filters.verify.base import Verdict, Verifier, reference_of
 from ptfactory.filters.verify.extract import extract, normalize_answer
 from ptfactory.filters.verify.mathcheck import Comparison, MathVerifyPool
@@ -74,11 +80,19 @@ class AnswerVerifier(Verifier):
             if not response.strip():
                 verdicts[index] = self.abstain("no_response", **evidence)
                 continue
-            found = extract(response, fallback=not truncated(row))
+            found = extract(response, fallback=not truncated(row), like=expected)
             if found is None:
                 verdicts[index] = self.verdict("no_answer", "no_answer", extracted=None, **evidence)
                 continue
             evidence.update(extracted=found.answer, rule=found.rule)
+            kind = kind_of(expected)
+            if kind is not None:  # a letter or yes/no: the same one or not, no math-verify
+                evidence.update(answer_kind=kind, expected=canonical(kind, expected))
+                same = found.answer == evidence["expected"]
+                verdicts[index] = self.verdict(
+                    *(("pass", "correct") if same else ("fail", "wrong_answer")), **evidence
+                )
+                continue
             asked.append((index, expected, found.answer, evidence))
         comparisons = self.pool.compare_many([(gold, pred) for _, gold, pred, _ in asked])
         for (index, _, _, evidence), comparison in zip(asked, comparisons, strict=True):

@@ -29,6 +29,10 @@ rule            what it reads
                 free-text reference).
 ==============  ==================================================================================
 
+An option letter or a yes/no expected (``like=``, a reference "B" or "yes") changes the rules:
+the marked answer's letter or first word, else the ``choice`` / ``yes_no`` fallbacks of
+:mod:`~ptfactory.filters.verify.answer_kinds` (never a number).
+
 Normalisation (:func:`normalize_answer`), applied to the span a rule found: markdown emphasis
 and surrounding ``$…$`` / ``\\(…\\)`` dropped, currency signs (``$``, ``\\$``, ``€``, ``£``) and a
 trailing ``%`` dropped, thousands separators removed (``16,000`` -> ``16000``), a trailing full
@@ -43,9 +47,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ptfactory.filters.verify.answer_kinds import canonical, fallback_answer, kind_of
+
 __all__ = ["Extraction", "extract", "extract_answer", "normalize_answer"]
 
-RULES = ("hash", "tag", "boxed", "stated", "whole", "last_math", "last_number")
+RULES = ("hash", "tag", "boxed", "stated", "whole", "last_math", "last_number", "choice", "yes_no")
 _WHOLE_WORDS = 3
 
 # a number as people write it: -1,234.5 / 3/4 / .5 / 1e-3 is rare in word problems and left out
@@ -181,11 +187,44 @@ def _last_math(text: str) -> tuple[str, int] | None:
     return body.rsplit("=", 1)[-1].strip(), end
 
 
-def extract(text: str | None, *, fallback: bool = True) -> Extraction | None:
-    """The final answer ``text`` states and the rule that found it; None when it states none."""
+def _marked(text: str) -> tuple[str, str] | None:
+    """The raw span of the reply's marked answer and its rule (hash, tag, boxed, stated), or None."""
+    hashed, tagged, boxed = _HASH.findall(text), _TAG.findall(text), _last_boxed(text)
+    stated = [m.group(1).strip() for m in _STATED.finditer(text) if 0 < len(m.group(1).strip()) <= _MAX_SPAN]
+    for rule, span in (
+        ("hash", hashed),
+        ("tag", tagged),
+        ("boxed", [boxed] if boxed else []),
+        ("stated", stated),
+    ):
+        if span and span[-1].strip():
+            return span[-1], rule
+    return None
+
+
+def _of_kind(kind: str, text: str, fallback: bool) -> Extraction | None:
+    """An option letter or a yes/no answer (:mod:`~ptfactory.filters.verify.answer_kinds`)."""
+    marked = _marked(text)
+    if marked is not None:
+        span, rule = marked
+        answer = canonical(kind, span) or normalize_answer(span)  # another kind: compares different
+        return Extraction(answer, rule) if answer else None
+    found = fallback_answer(kind, text) if fallback else None
+    return Extraction(found, kind) if found else None
+
+
+def extract(text: str | None, *, fallback: bool = True, like: str | None = None) -> Extraction | None:
+    """The final answer ``text`` states and the rule that found it; None when it states none.
+
+    ``like``: the expected answer, when known. An option letter or yes/no there makes the reply be
+    read for that kind of answer (:mod:`~ptfactory.filters.verify.answer_kinds`); otherwise it
+    changes nothing."""
     if not text or not text.strip():
         return None
     text = text.translate(_DASHES)
+    kind = kind_of(like)
+    if kind is not None:
+        return _of_kind(kind, text, fallback)
     hashed = _HASH.findall(text)
     if hashed and (answer := normalize_answer(hashed[-1])):
         return Extraction(answer, "hash")
@@ -212,7 +251,7 @@ def extract(text: str | None, *, fallback: bool = True) -> Extraction | None:
     return None
 
 
-def extract_answer(text: str | None, *, fallback: bool = True) -> str | None:
+def extract_answer(text: str | None, *, fallback: bool = True, like: str | None = None) -> str | None:
     """The final answer ``text`` states (normalised), or None: :func:`extract` without the rule."""
-    found = extract(text, fallback=fallback)
+    found = extract(text, fallback=fallback, like=like)
     return found.answer if found else None

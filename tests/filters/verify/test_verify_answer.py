@@ -61,6 +61,32 @@ def test_right_wrong_and_no_answer(pool: MathVerifyPool) -> None:
     assert latex.passed and cash.passed
 
 
+@pytest.mark.parametrize(
+    ("reference", "response", "verdict"),
+    [
+        # an option letter: the marked answer's letter, else a reply that names one letter alone
+        ("B", "Option B holds: 2 + 2 = 4, and 4 < 7. The answer is (B).", "pass"),
+        ("(C)", "Answer: C) 42", "pass"),
+        ("b", "**(B)**", "pass"),
+        ("B", "The correct answer is (C) because 3 > 2.", "fail"),
+        ("D", "#### 42", "fail"),  # a marked answer of another kind is not an option
+        ("A", "Let me compare (A) 12, (B) 14 and (C) 16 one by one.", "no_answer"),  # lists, no answer
+        # yes/no (true/false the same): the marked answer's first word, else the reply's
+        ("yes", "Yes, because 17 is prime.", "pass"),  # the last number, 17, was read before
+        ("no", "No. 21 = 3 * 7.", "pass"),
+        ("True", "true", "pass"),
+        ("false", "The answer is no, since 9 = 3 * 3.", "pass"),
+        ("yes", "No, 15 is 3 * 5.", "fail"),
+        ("no", "It depends on 4 things.", "no_answer"),  # never a number for a yes/no question
+    ],
+)
+def test_option_letters_and_yes_no(pool: MathVerifyPool, reference: str, response: str, verdict: str) -> None:
+    got = AnswerVerifier(pool).verify(row(response, answer=reference))
+    assert got.verdict == verdict, got.evidence
+    if verdict != "no_answer":
+        assert got.evidence["answer_kind"] in ("choice", "yes_no")
+
+
 def test_what_does_not_apply_abstains(pool: MathVerifyPool) -> None:
     verifier = AnswerVerifier(pool)
     no_reference, no_response = row("The answer is 18.", answer=None), row(None)

@@ -80,3 +80,21 @@ def test_reference_answers() -> None:
     assert reference_answer("\\frac{1}{2}") == "\\frac{1}{2}"
     assert reference_answer("#### 70000") == "70000"
     assert reference_answer("") is None and reference_answer(None) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "like", "answer", "rule"),
+    [
+        ("Yes, because 17 is prime.", "yes", "yes", "yes_no"),
+        ("Yes, because 17 is prime.", None, "17", "last_number"),  # nothing expected: a number
+        ("The answer is (B).", "A", "B", "stated"),
+        ("#### 42", "A", "42", "hash"),
+        ("I pick option D", "A", "D", "choice"),
+        ("The answer is 18", "17", "18", "stated"),  # a number expected changes nothing
+    ],
+)
+def test_an_expected_letter_or_yes_no_reads_that_kind(
+    text: str, like: str | None, answer: str, rule: str
+) -> None:
+    found = extract(text, like=like)
+    assert found is not None and (found.answer, found.rule) == (answer, rule)
