@@ -13,6 +13,12 @@ exception or a false value counts as a failed assertion, and the run goes on to 
 ``ASSERTIONS_MARK passed total``; the exit code is 0 only when every assertion held and nothing
 raised, so the status means what it meant before the counting (``passed`` = all tests pass).
 
+Tests come in four shapes: HumanEval's ``check(candidate)`` (called with the entry point),
+MBPP's top-level asserts (they run as the tests load), pytest-style ``test*`` functions that take
+no argument (each called; one that raises fails once, at its ``def`` line) and ``unittest.TestCase``
+classes (each test method one assertion). Tests that only define functions or classes nothing
+calls (``check`` without an entry point) fail with "no test ran": 0 of 0 assertions is no pass.
+
 ``total`` is the number of assertions evaluated (an assert in a loop counts each time); when the
 run stops early (an exception outside an assert, a solution that does not import) it is at least
 the number of asserts written in the tests, so a solution that crashes early is not graded on
@@ -123,6 +129,66 @@ def _rewrite(node: _ast.AST) -> int:
     return found
 
 
+def _runs_code(tree: _ast.Module) -> bool:
+    """The tests' top level does more than define and import (an assert, a call, a loop...)."""
+    quiet = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef, _ast.Import, _ast.ImportFrom)
+    return any(not isinstance(node, quiet) for node in tree.body)
+
+
+def _from_tests(value: object) -> bool:
+    code = getattr(value, "__code__", None)
+    return code is not None and code.co_filename == "tests.py"
+
+
+def _test_functions(namespace: dict[str, object]) -> int:
+    """Call the tests' own ``test*`` functions that take no argument (pytest style), in order; one
+    that raises is a failed assertion at its ``def`` line. How many were called."""
+    called = 0
+    for name, value in list(namespace.items()):
+        if name.startswith("test") and _from_tests(value) and callable(value):
+            code = value.__code__  # type: ignore[attr-defined]
+            if code.co_argcount or code.co_kwonlyargcount:
+                continue  # a helper or a fixture user: not callable bare
+            called += 1
+            try:
+                value()
+            except BaseException:
+                _ptf_count(_ptf_raised(), code.co_firstlineno)
+    return called
+
+
+def _test_cases(namespace: dict[str, object]) -> int:
+    """Run the tests' own ``unittest.TestCase`` classes: each test method is one assertion (a
+    failure or an error fails it, at the method's line). How many test methods ran."""
+    classes = [
+        value
+        for value in list(namespace.values())
+        if isinstance(value, type)
+        and any(c.__name__ == "TestCase" and c.__module__ == "unittest.case" for c in value.__mro__)
+        and any(_from_tests(v) for v in vars(value).values())
+    ]
+    if not classes:
+        return 0
+    import unittest  # the tests imported it already: no start-up cost for tests without classes
+
+    ran = 0
+    for cls in classes:
+        result = unittest.TestResult()
+        suite = unittest.defaultTestLoader.loadTestsFromTestCase(cls)
+        cases = list(suite)  # a suite lets go of each test once it has run
+        suite.run(result)
+        bad = {id(test): trace for test, trace in result.failures + result.errors}
+        for test in cases:
+            ran += 1
+            method = getattr(cls, getattr(test, "_testMethodName", ""), None)
+            line = getattr(getattr(method, "__code__", None), "co_firstlineno", 0)
+            trace = bad.get(id(test))
+            _ptf_count(
+                True if trace is None else _Raised(AssertionError(trace.strip().splitlines()[-1])), line
+            )
+    return ran
+
+
 def run(solution: str, tests: str, entry_point: str | None) -> None:
     # Only as the sandbox job's program.py (run as __main__): imported on the host, as a module,
     # this refuses, so untrusted code can never be exec'd outside the sandbox by a stray call.
@@ -147,9 +213,18 @@ def run(solution: str, tests: str, entry_point: str | None) -> None:
         exec(compile(solution, "solution.py", "exec", dont_inherit=True), namespace)
         exec(code, namespace)
         # HumanEval-style tests define check(candidate); MBPP-style ones are top-level asserts that
-        # call the function by name and have already run above
-        if entry_point and callable(namespace.get("check")):
+        # call the function by name and have already run above; pytest- and unittest-style ones
+        # define test_ functions and TestCase classes that nothing calls: they are called here
+        checked = bool(entry_point) and callable(namespace.get("check"))
+        if entry_point and checked:
             namespace["check"](namespace[entry_point])  # type: ignore[operator]
+        tested = _test_functions(namespace) + _test_cases(namespace)
+        if not (checked or tested or _counts[1] or _runs_code(tree)):
+            # definitions only, none called: 0 of 0 assertions would read as a pass
+            raise RuntimeError(
+                "no test ran: the tests only define functions or classes and nothing calls them"
+                + (" (check(candidate) needs the entry point)" if "check" in namespace else "")
+            )
         ok = True
     except BaseException:  # the traceback goes to stderr, as it would without the harness
         import traceback

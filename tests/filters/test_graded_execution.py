@@ -109,6 +109,42 @@ def test_module_level_tests_without_an_entry_point(sandbox: DockerSandbox) -> No
     assert (result.status, result.assertions_passed, result.assertions_total) == ("failed", 3, 4)
 
 
+PYTEST_STYLE = (
+    "def test_small():\n    assert inc(1) == 2\n\n"
+    "def test_big():\n    assert inc(10) == 11\n    assert inc(-1) == 0\n\n"
+    "def helper(x):\n    assert x\n"  # takes an argument: not a test, not called
+)
+UNITTEST_STYLE = (
+    "import unittest\n\n"
+    "class TestInc(unittest.TestCase):\n"
+    "    def test_small(self):\n        self.assertEqual(inc(1), 2)\n\n"
+    "    def test_big(self):\n        self.assertEqual(inc(10), 11)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("tests", "right", "wrong"),
+    [(PYTEST_STYLE, (3, 3), (2, 3)), (UNITTEST_STYLE, (2, 2), (1, 2))],
+    ids=["pytest-functions", "unittest-case"],
+)
+def test_test_functions_and_test_cases_run(
+    sandbox: DockerSandbox, tests: str, right: tuple[int, int], wrong: tuple[int, int]
+) -> None:
+    """Tests written as test_ functions or a TestCase class: nothing in them calls them, and 0 of
+    0 assertions used to pass any solution, a wrong one too."""
+    good = _run(sandbox, "def inc(x):\n    return x + 1\n", tests, None)
+    assert (good.status, good.assertions_passed, good.assertions_total) == ("passed", *right)
+    bad = _run(sandbox, "def inc(x):\n    return x + 1 if x < 5 else x\n", tests, None)
+    assert (bad.status, bad.assertions_passed, bad.assertions_total) == ("failed", *wrong)
+
+
+def test_tests_that_never_run_are_a_failure(sandbox: DockerSandbox) -> None:
+    """check(candidate) without an entry point to call it with: nothing is tested, not a pass."""
+    result = _run(sandbox, "def inc(x):\n    return 0\n", TESTS, None)
+    assert result.status == "failed" and result.assertions_passed == 0
+    assert "no test ran" in result.stderr_tail and "needs the entry point" in result.stderr_tail
+
+
 def _code_records(answers: tuple[str, ...]) -> list[dict[str, object]]:
     prompt = 'def inc(x):\n    """x plus one"""\n'
     records: list[dict[str, object]] = []
