@@ -12,8 +12,9 @@ reported per source as rows with a finding / rows, and per type.
 Recall: ``--planted`` values of each type made with Faker (seeded) in a sentence each (e-mail, phone
 number in four layouts, payment card of four networks, public IPv4 and IPv6, IBAN, US SSN, AWS key,
 GitHub token, vendor tokens (OpenAI, Anthropic, Google, Hugging Face, GitHub fine-grained, npm), a
-password assigned in four forms (Python, .env, YAML, a Bearer header), a PEM private key): found when the value is gone from the
-redacted text and its placeholder type is the planted one.
+password in six forms (Python, .env, YAML, a Bearer header, a URL's password, "with secret ..."),
+a PEM private key): found when the value is gone from the redacted text and its placeholder type
+is the planted one.
 
 Speed: rows/s of ``redact_text`` over the clean rows, median of ``--repeats``, against the same call
 with the cheap pre-check that spares Presidio texts with no e-mail sign, 8-digit run, IP or IBAN shape
@@ -118,9 +119,14 @@ def planted(count: int) -> list[tuple[str, str, str]]:
         ),
         "CREDENTIAL": lambda i: (
             v := fake.password(length=18, special_chars=False),
-            [f'db_password = "{v}"', f"DB_PASSWORD={v}", f"api_key: {v}", f"Authorization: Bearer {v}"][
-                i % 4
-            ],
+            [
+                f'db_password = "{v}"',
+                f"DB_PASSWORD={v}",
+                f"api_key: {v}",
+                f"Authorization: Bearer {v}",
+                f"DATABASE_URL=postgresql://app:{v}!@10.0.0.5:5432/main",
+                f"Sign the requests with secret {v} from now on.",
+            ][i % 6],
         ),
         "PRIVATE_KEY": lambda i: (
             v := "-----BEGIN RSA PRIVATE KEY-----\n"

@@ -12,7 +12,9 @@ Each because a planted value went through to a stored row:
   right shape is taken whole too.
 - ``AssignedSecretDetector`` (CREDENTIAL): a value assigned to a secret's name without quotes
   (``API_KEY=...`` in a .env, ``db_password: ...`` in YAML, ``"token": "..."`` in JSON), a
-  ``Bearer`` header and "the password is ...". detect-secrets' keyword plugin reads a line as the
+  ``Bearer`` header, "the password is ...", "the secret (key) is ..." and a URL's password
+  (``postgres://user:PASSWORD@host``: detect-secrets' rule wants no reserved character in it).
+  detect-secrets' keyword plugin reads a line as the
   file type its name says and, for the Python we tell it, wants quotes. Only the value is taken.
   What keeps code intact: the name must end at the keyword or continue with ``_``/``-`` and more
   of a name (``tokenizer``, ``tokens`` and ``secrets`` are not secrets), and the value must be 8+
@@ -65,4 +67,13 @@ class AssignedSecretDetector(RegexBasedDetector):
         re.compile(_NAME + r"[\"']?\s*(?:=|:|:=|=>)\s*[\"']?" + _VALUE, re.IGNORECASE),
         re.compile(r"\bbearer\s+" + _VALUE, re.IGNORECASE),
         re.compile(r"\bpass(?:word|phrase|code)\s+(?:is|was)\s*:?\s*[\"']?" + _VALUE, re.IGNORECASE),
+        # "with secret wJalr...", "the secret key is ...": a secret named in prose
+        re.compile(
+            r"\bsecret(?:\s+(?:access\s+)?key)?\s+(?:is\s+|was\s+)?:?\s*[\"']?" + _VALUE, re.IGNORECASE
+        ),
+        # the password of a URL (postgres://user:PASSWORD@host): detect-secrets' BasicAuth rule
+        # takes none with a reserved character (!, $, &, ...) in it
+        re.compile(
+            r"\b[a-z][a-z0-9+.-]*://[^\s:/@\"'`]+:([^\s@/\"'`]{3,})@(?=[^\s@]*[.:/A-Za-z0-9])", re.IGNORECASE
+        ),
     )

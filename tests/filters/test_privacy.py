@@ -108,6 +108,16 @@ NEW_FORMATS = {
     ),
     "bearer": lambda: (v := _token("", 32), f"curl -H 'Authorization: Bearer {v}' ...", "CREDENTIAL"),
     "prose": lambda: (v := "Tr0ub4dor&3x", f"The admin password is {v} for now.", "CREDENTIAL"),
+    "secret-prose": lambda: (
+        v := _token("", 40, string.ascii_letters + string.digits + "/+"),
+        f"Upload with secret {v} and the usual bucket.",
+        "CREDENTIAL",
+    ),
+    "url-password": lambda: (
+        v := "S3cr3t!" + _token("", 8),
+        f"DATABASE_URL=postgres://admin:{v}@db.internal:5432/prod",
+        "CREDENTIAL",
+    ),
 }
 
 
