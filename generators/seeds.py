@@ -311,13 +311,34 @@ def _check_code_fields(where: str, entry_point: str | None, tests: str | None) -
         raise SeedError(
             f"{where}: field 'tests' is not valid Python ({exc.msg}, line {exc.lineno})"
         ) from None
-    if not any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body) and not _asserts_on(
-        tree, entry_point
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body) and not (
+        _asserts_on(tree, entry_point) or _test_units(tree)
     ):
         raise SeedError(
-            f"{where}: field 'tests' neither defines check(candidate) (HumanEval-style) nor asserts "
-            f"on {entry_point}(...) at top level (MBPP-style)"
+            f"{where}: field 'tests' neither defines check(candidate) (HumanEval-style), nor asserts "
+            f"on {entry_point}(...) at top level (MBPP-style), nor defines test functions without "
+            "arguments (pytest-style) or a unittest.TestCase class"
         )
+
+
+def _bare_test(node: ast.FunctionDef) -> bool:
+    arguments = node.args
+    return node.name.startswith("test") and not (
+        arguments.args or arguments.posonlyargs or arguments.kwonlyargs
+    )
+
+
+def _test_units(tree: ast.Module) -> bool:
+    """Top-level ``test*`` functions without arguments or a class deriving from ``TestCase``: what
+    the execution harness calls (filters/execution/harness.py)."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and _bare_test(node):
+            return True
+        if isinstance(node, ast.ClassDef):
+            bases = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases]
+            if "TestCase" in bases:
+                return True
+    return False
 
 
 def _asserts_on(tree: ast.Module, name: str) -> bool:

@@ -70,6 +70,20 @@ def test_mbpp_style_tests_are_code_seeds(tmp_path: Path) -> None:
     assert task.kind == "code"
 
 
+@pytest.mark.parametrize(
+    "tests",
+    [
+        "def test_add():\n    assert add(1, 2) == 3\n",
+        "import unittest\n\nclass TestAdd(unittest.TestCase):\n    def test_it(self):\n        self.assertEqual(add(1, 2), 3)\n",
+    ],
+    ids=["pytest-style", "unittest"],
+)
+def test_test_functions_and_test_cases_are_code_seeds(tmp_path: Path, tests: str) -> None:
+    # the execution harness calls them (tests/filters/test_graded_execution.py runs them)
+    (task,) = read_seeds(_jsonl(tmp_path, {**CODE, "tests": tests}))
+    assert task.kind == "code" and task.tests == tests
+
+
 def test_alpaca_style_empty_input_means_no_context(tmp_path: Path) -> None:
     tasks = read_seeds(_jsonl(tmp_path, {"instruction": "Say hi.", "input": "", "response": "Hi"}))
     assert tasks[0].input is None
@@ -124,9 +138,9 @@ def test_a_folder_of_seed_files(tmp_path: Path) -> None:
         (["[1, 2]"], None, r"expected a JSON object per line, got array"),
         ([{**CODE, "tests": "assert True"}], None, r"neither defines check\(candidate\)"),
         (
-            [{**CODE, "tests": "def test_it():\n    assert f(1)\n"}],  # never called: nothing would run
+            [{**CODE, "tests": "def test_it(f):\n    assert f(1)\n"}],  # takes an argument: never called
             None,
-            r"neither defines check\(candidate\) \(HumanEval-style\) nor asserts on",
+            r"neither defines check\(candidate\) \(HumanEval-style\), nor asserts on",
         ),
         ([{**CODE, "tests": "def check(:"}], None, r"field 'tests' is not valid Python"),
         (
