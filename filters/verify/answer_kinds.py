@@ -36,10 +36,11 @@ _FIRST_WORD = re.compile(r"^[*_`\s\"'(]*([A-Za-z]+)\b")
 
 
 def kind_of(expected: str | None) -> str | None:
-    """``choice`` for an option letter ("B", "(b)", "B)"), ``yes_no`` for yes/no/true/false (any
+    """``choice`` for an option letter ("B", "(b)", "B)"; not a bare "e"), ``yes_no`` for yes/no/true/false (any
     case), else None: a number, an expression or another word keeps the extractor's usual rules."""
     text = (expected or "").strip(_WRAP)
-    if _BARE_LETTER.fullmatch(text):
+    # a lower-case letter only with a bracket: a bare "e" or "a" is more likely math (Euler's e)
+    if _BARE_LETTER.fullmatch(text) and (text.strip("().").isupper() or ")" in text):
         return "choice"
     if text.rstrip(".").lower() in _TRUTH:
         return "yes_no"

@@ -67,7 +67,7 @@ def test_right_wrong_and_no_answer(pool: MathVerifyPool) -> None:
         # an option letter: the marked answer's letter, else a reply that names one letter alone
         ("B", "Option B holds: 2 + 2 = 4, and 4 < 7. The answer is (B).", "pass"),
         ("(C)", "Answer: C) 42", "pass"),
-        ("b", "**(B)**", "pass"),
+        ("(b)", "**(B)**", "pass"),
         ("B", "The correct answer is (C) because 3 > 2.", "fail"),
         ("D", "#### 42", "fail"),  # a marked answer of another kind is not an option
         ("A", "Let me compare (A) 12, (B) 14 and (C) 16 one by one.", "no_answer"),  # lists, no answer

@@ -91,6 +91,7 @@ def test_reference_answers() -> None:
         ("#### 42", "A", "42", "hash"),
         ("I pick option D", "A", "D", "choice"),
         ("The answer is 18", "17", "18", "stated"),  # a number expected changes nothing
+        ("so the limit is \\boxed{e}", "e", "e", "boxed"),  # a bare lower-case letter is math
     ],
 )
 def test_an_expected_letter_or_yes_no_reads_that_kind(
