@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from ptfactory.filters.dedup.core import DedupConfig, DedupResult, deduplicate
 from ptfactory.filters.dedup.index import PublishedIndex
-from ptfactory.storage.schema import DEDUP, add_decision, dropped_mask, row_texts, set_score
+from ptfactory.storage.schema import DEDUP, add_decision, checkable_mask, dropped_mask, row_texts, set_score
 from ptfactory.storage.schema.trail import rounded
 
 __all__ = ["DedupStats", "dedup_samples"]
@@ -36,7 +36,8 @@ class DedupStats:
 
 
 def _priority(table: pa.Table) -> np.ndarray:
-    """Human references are kept over model samples; then the lowest sample id (order-independent).
+    """Human references are kept over model samples, then rows a verifier can check (a reference
+    answer, tests) over their unchecked near-copies; then the lowest sample id (order-independent).
 
     Arrow's sort (stable; strings by UTF-8 bytes, i.e. by code point as Python compares them)
     ranks the rows without a Python list of every row's provenance."""
@@ -44,10 +45,13 @@ def _priority(table: pa.Table) -> np.ndarray:
     keys = pa.table(
         {
             "model": pc.invert(pc.equal(method, "reference").fill_null(False)),
+            "unchecked": pa.array(~checkable_mask(table)),
             "id": table.column("sample_id"),
         }
     )
-    order = pc.sort_indices(keys, sort_keys=[("model", "ascending"), ("id", "ascending")])
+    order = pc.sort_indices(
+        keys, sort_keys=[("model", "ascending"), ("unchecked", "ascending"), ("id", "ascending")]
+    )
     rank = np.empty(table.num_rows, dtype=np.int64)
     rank[order.to_numpy()] = np.arange(table.num_rows)
     return rank

@@ -13,7 +13,7 @@ id>, "similarity": s}`` in ``detail``, the representative's best row gets ``keep
 The unit is the distinct instruction, not the row: rows that share one instruction (several responses, a
 preference pair), or answer one candidate instruction (a code problem's sampled responses, asked inside the
 responder's template, and its reference), are one task and never merge with each other here. Representatives are chosen in priority
-order: an instruction with a human reference first, then the lowest sample id. Instructions are also compared
+order: an instruction with a human reference first, then one a verifier can check, then the lowest sample id. Instructions are also compared
 with those of published versions (:class:`PublishedPrompts`, a folder of embedding files written at publish
 time, each with its instructions' text for the pair check): a new wording of a published task is dropped with
 ``of`` naming the published sample (an identical instruction is the same task again, left to MinHash's check
@@ -54,7 +54,7 @@ from ptfactory.filters.dedup.semantic_check import check_pairs
 from ptfactory.filters.dedup.semantic_merge import merge_within
 from ptfactory.filters.dedup.semantic_model import MiniLM, encoder
 from ptfactory.section import Section
-from ptfactory.storage.schema import add_decision, dropped_mask, prompt_of
+from ptfactory.storage.schema import add_decision, checkable_mask, dropped_mask, prompt_of
 
 __all__ = [
     "PublishedPrompts",
@@ -133,7 +133,9 @@ _FROM_PARENT = ("response", "reference")
 
 def task_groups(table: pa.Table, rows: np.ndarray) -> tuple[list[str], list[str], list[list[int]]]:
     """The distinct instructions of ``rows`` in priority order: (prompt, its best row's sample id,
-    the rows holding it). Priority: a reference row first, then the lowest sample id.
+    the rows holding it). Priority: a reference row first, then a row a verifier can check (a
+    reference answer, a procedural task, constraints, tests: a paraphrase derived from it has
+    none), then the lowest sample id.
 
     Rows answering one candidate instruction (``provenance.parent_id`` of a response or reference
     row) are one task even where their prompts differ: a code row is asked inside the responder's
@@ -151,9 +153,10 @@ def task_groups(table: pa.Table, rows: np.ndarray) -> tuple[list[str], list[str]
     )
     ids = table.column("sample_id").to_pylist()
     messages = table.column("messages").to_pylist()
+    checkable = checkable_mask(table).tolist()
 
-    def rank(row: int) -> tuple[bool, str]:
-        return (method[row] != "reference", ids[row])
+    def rank(row: int) -> tuple[bool, bool, str]:
+        return (method[row] != "reference", not checkable[row], ids[row])
 
     groups: dict[str, list[int]] = {}
     prompts: dict[str, str] = {}

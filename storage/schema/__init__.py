@@ -54,7 +54,7 @@ from ptfactory.storage.schema.review import (
     pending_review,
 )
 from ptfactory.storage.schema.text import prompt_of, response_of, row_texts, turn_text
-from ptfactory.storage.schema.trail import add_decision, dropped_mask, live_rows, set_score
+from ptfactory.storage.schema.trail import add_decision, checkable_mask, dropped_mask, live_rows, set_score
 
 __all__ = [
     "AGENT_COLUMNS",
@@ -85,6 +85,7 @@ __all__ = [
     "add_decision",
     "audited_verdict",
     "awaiting_review",
+    "checkable_mask",
     "conform",
     "dropped_mask",
     "empty_table",

@@ -17,7 +17,15 @@ import pyarrow.compute as pc
 from ptfactory.errors import SchemaError
 from ptfactory.storage.schema.record import DECISION, SAMPLE_SCHEMA, SCORES
 
-__all__ = ["add_decision", "dropped_mask", "live_rows", "rounded", "set_score", "set_scores"]
+__all__ = [
+    "add_decision",
+    "checkable_mask",
+    "dropped_mask",
+    "live_rows",
+    "rounded",
+    "set_score",
+    "set_scores",
+]
 
 _DECISIONS = pa.list_(DECISION)
 
@@ -25,6 +33,24 @@ _DECISIONS = pa.list_(DECISION)
 def _column(table: pa.Table, name: str) -> Any:
     column = table.column(name)
     return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+
+
+def checkable_mask(table: pa.Table) -> np.ndarray[Any, Any]:
+    """True for rows a verifier can check: tests, or a ``reference`` with an answer, a procedural
+    task's family or constraints (a row derived from a seed by self-instruct has none). Dedup
+    keeps such a row over its paraphrases."""
+    out = np.zeros(table.num_rows, dtype=bool)
+    if "tests" in table.column_names:
+        tests = _column(table, "tests")
+        out |= pc.fill_null(pc.greater(pc.utf8_length(tests), 0), False).to_numpy(zero_copy_only=False)
+    if "reference" in table.column_names:
+        reference = _column(table, "reference")
+        for name in ("answer", "family", "constraints"):
+            if reference.type.get_field_index(name) >= 0:
+                values = pc.struct_field(reference, name)
+                present = pc.fill_null(pc.greater(pc.utf8_length(values), 0), False)
+                out |= present.to_numpy(zero_copy_only=False)
+    return out
 
 
 def dropped_mask(table: pa.Table) -> pa.Array:

@@ -142,3 +142,24 @@ def test_references_are_kept_over_model_copies() -> None:
     out, _ = dedup_samples(table, CONFIG)
     kept = [r["sample_id"] for r in out.to_pylist() if r["decisions"][-1]["verdict"] == "keep"]
     assert kept == ["z"]
+
+
+def test_a_checkable_row_is_kept_over_its_unchecked_copies() -> None:
+    """No human reference among them: the row carrying a reference answer (or tests) stays, over
+    lower sample ids, so the verifiers keep the one row they can check."""
+    text = build(families=1, unrelated=0, seed=3).texts[0]
+    messages = [{"role": "user", "content": "Rewrite."}, {"role": "assistant", "content": text}]
+    rows: list[dict[str, Any]] = [
+        {
+            "sample_id": s,
+            "batch": "b",
+            "kind": "sft",
+            "messages": messages,
+            "provenance": {"method": "response"},
+        }
+        for s in ("a", "b", "y")
+    ]
+    rows[2]["reference"] = {"answer": "12", "source": "answer"}
+    out, _ = dedup_samples(from_records(rows), CONFIG)
+    kept = [r["sample_id"] for r in out.to_pylist() if r["decisions"][-1]["verdict"] == "keep"]
+    assert kept == ["y"]

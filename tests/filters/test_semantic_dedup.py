@@ -77,6 +77,26 @@ def test_paraphrase_family_merged_into_its_representative_and_template_siblings_
     assert stats.tasks == 4 + len(SIBLINGS) and stats.merged == 3 and stats.dropped_rows == 4
 
 
+def test_a_row_a_verifier_can_check_represents_its_task(model: MiniLM) -> None:
+    """A seed's response carrying the reference answer and a self-instruct paraphrase of the same
+    question without one: the checkable row stays, whatever the sample ids' order (the paraphrase
+    used to win on a lower id, and the batch lost its only verifiable row)."""
+    question = "Nina has 7 marbles and buys 5 more. How many marbles does Nina have now?"
+    paraphrase = "Nina owns 7 marbles and then buys 5 more marbles. How many marbles does Nina have now?"
+    for answer_on in (0, 1):
+        rows = [_row(question, "12", method="response"), _row(paraphrase, "12", method="self_instruct")]
+        rows[answer_on]["sample_id"], rows[1 - answer_on]["sample_id"] = (
+            "f" * 64,
+            "0" * 64,
+        )  # checkable: higher
+        rows[answer_on]["reference"] = {"answer": "12", "source": "answer"}
+        out, stats = semantic_dedup_samples(from_records(rows), SemanticDedupConfig(), model=model)
+        trail = [d[-1] for d in out.column("decisions").to_pylist()]
+        assert stats.merged == 1, [t["reason"] for t in trail]
+        assert trail[answer_on]["reason"] == "semantic_representative"
+        assert trail[1 - answer_on]["reason"] == "semantic_duplicate"
+
+
 @pytest.mark.parametrize(
     ("a", "b", "reason"),
     [
