@@ -11,8 +11,9 @@ answer is of one of these kinds, :func:`~ptfactory.filters.verify.extract.extrac
   its first word for yes/no. A marked answer of another kind ("#### 42") is read as it is, and
   compares as different;
 - without one (fallbacks on): for a letter, a reply that is only a letter ("B", "**(B)**"), else
-  "option B", "choice B" or "(B)" on the reply's last line when that line names one letter alone
-  (a reply that lists the options names several: no answer); for yes/no, the reply's first word
+  the one line that opens with an option ("C) Venus", "(B) 12 km"), else "option B", "choice B"
+  or "(B)" on the reply's last line when that line names one letter alone (a reply that restates
+  the options opens several lines, or names several: no answer); for yes/no, the reply's first word
   ("Yes, because...", "No. 21 = 3 x 7").
 
 Both compare as text, without math-verify (which reads "B" as a symbol and "True" as sympy's
@@ -31,6 +32,7 @@ _BARE_LETTER = re.compile(r"\(?([A-Ja-j])\)?\.?")
 # a marked answer that starts with a letter: "(B)...", "C) 42", "D.", "B because ..."
 _LEADING = re.compile(r"^(?:\(([A-J])\)|([A-J])(?=$|[).:,;]|\s+(?:because|since|as|is)\b))")
 _NAMED = re.compile(r"\b(?:option|choice)\s+\(?([A-J])\)?(?!\w)|\(([A-J])\)")
+_OPENS = re.compile(r"^\(?([A-J])[).:]\s")
 _TRUTH = {"yes": "yes", "no": "no", "true": "yes", "false": "no"}
 _FIRST_WORD = re.compile(r"^[*_`\s\"'(]*([A-Za-z]+)\b")
 
@@ -69,5 +71,9 @@ def fallback_answer(kind: str, text: str) -> str | None:
     if bare:
         return bare.group(1).upper()
     lines = [line for line in text.strip().splitlines() if line.strip()]
+    # a reply that opens a line with one option ("C) Venus"); several such lines restate the options
+    opened = {m.group(1) for line in lines if (m := _OPENS.match(line.strip(_WRAP)))}
+    if len(opened) == 1:
+        return opened.pop()
     named = {next(g for g in m.groups() if g) for m in _NAMED.finditer(lines[-1])} if lines else set()
     return named.pop() if len(named) == 1 else None

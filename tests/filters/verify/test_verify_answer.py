@@ -71,6 +71,9 @@ def test_right_wrong_and_no_answer(pool: MathVerifyPool) -> None:
         ("B", "The correct answer is (C) because 3 > 2.", "fail"),
         ("D", "#### 42", "fail"),  # a marked answer of another kind is not an option
         ("A", "Let me compare (A) 12, (B) 14 and (C) 16 one by one.", "no_answer"),  # lists, no answer
+        ("B", "C) Venus", "fail"),  # the held-out run's reply: one line opening with an option
+        ("B", "(B) Jupiter\nIt is the largest planet.", "pass"),
+        ("B", "A) Mars\nB) Jupiter\nC) Venus", "no_answer"),  # restates the options
         # yes/no (true/false the same): the marked answer's first word, else the reply's
         ("yes", "Yes, because 17 is prime.", "pass"),  # the last number, 17, was read before
         ("no", "No. 21 = 3 * 7.", "pass"),
