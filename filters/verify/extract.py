@@ -22,7 +22,7 @@ rule            what it reads
                 ``\\(…\\)``, ``\\[…\\]``, a bare ``\\frac{…}{…}`` / ``\\sqrt{…}`` or a tuple of numbers
                 (``(2, 3)``, ``[0, 1)``), the part after its last ``=``: "the fraction is
                 \\frac{3}{4}." -> ``\\frac{3}{4}`` (the last number would read ``4``), "so $x =
-                \\sqrt{2}$" -> ``\\sqrt{2}``
+                \\sqrt{2}$" -> ``\\sqrt{2}``; "sqrt(2)" and "√2" read as ``\\sqrt{2}``
 ``last_number`` (``fallback=True`` only) the last number in the text: "... = 18." -> ``18``;
                 what lm-eval's GSM8K *flexible-extract* does. Callers turn both fallbacks off where
                 the text may not end on an answer (a response cut at ``max_tokens``, a seed's
@@ -75,6 +75,9 @@ _MATH = re.compile(r"(?<![$\\])\$([^$\n]+?)\$(?!\$)|\\\((.+?)\\\)|\\\[(.+?)\\\]"
 _TUPLE = re.compile(rf"[(\[]\s*(?:{_NUM})(?:\s*,\s*(?:{_NUM}))+\s*[)\]]")
 _WORDS = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")  # a word that is no LaTeX command
 _BARE = re.compile(r"-?\\(?:d?frac|sqrt)\s*\{")
+# square roots written as text: "sqrt(2)" (not "math.sqrt(x)") and "√2" read as \sqrt{2}, so the
+# last-math rule takes them whole where the last number would read 2
+_PLAIN_ROOT = re.compile(r"(?<![\\\w.])sqrt\s*\(([^()\n]*)\)|√\s*(\d+(?:\.\d+)?|\([^()\n]*\))")
 _DASHES = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-"})  # minus sign, en dash, figure dash
 
 
@@ -187,6 +190,11 @@ def _last_math(text: str) -> tuple[str, int] | None:
     return body.rsplit("=", 1)[-1].strip(), end
 
 
+def _root(match: re.Match[str]) -> str:
+    inner = match.group(1) if match.group(1) is not None else match.group(2).strip("()")
+    return f"\\sqrt{{{inner.strip()}}}"
+
+
 def _marked(text: str) -> tuple[str, str] | None:
     """The raw span of the reply's marked answer and its rule (hash, tag, boxed, stated), or None."""
     hashed, tagged, boxed = _HASH.findall(text), _TAG.findall(text), _last_boxed(text)
@@ -221,7 +229,7 @@ def extract(text: str | None, *, fallback: bool = True, like: str | None = None)
     changes nothing."""
     if not text or not text.strip():
         return None
-    text = text.translate(_DASHES)
+    text = _PLAIN_ROOT.sub(_root, text.translate(_DASHES))
     kind = kind_of(like)
     if kind is not None:
         return _of_kind(kind, text, fallback)

@@ -50,6 +50,9 @@ GSM8K_SOLUTION = (
         ("Between (1, 2) and (3, 4) the gap is 2", "2", "last_number"),
         ("The result is \u22123.", "-3", "last_number"),  # a Unicode minus sign
         ("**Answer:** 18", "18", "stated"),
+        ("It equals sqrt(2).", "\\sqrt{2}", "last_math"),  # the last number read 2
+        ("So the side is √8 cm long.", "\\sqrt{8}", "last_math"),
+        ("print(math.sqrt(16)) gives 4", "4", "last_number"),  # code's sqrt stays code
     ],
 )
 def test_formats(text: str, answer: str, rule: str) -> None:
