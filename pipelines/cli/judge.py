@@ -142,7 +142,8 @@ def judge(
             "--reference-column",
             metavar="COLUMN",
             help="the reference answer (`18`, or a worked solution ending `#### 18`): the answer verifier "
-            "checks each response's final answer against it with math-verify",
+            "checks each response's final answer against it with math-verify; an option letter (`B`) or "
+            "yes/no reference is compared as text",
         ),
     ] = None,
     tests_column: Annotated[
