@@ -17,8 +17,8 @@ abstain            no_response   the row has no response to check (an instructio
 abstain            reference_unparsed / math_verify_timeout / math_verify_error / math_verify_thread
 =================  ============  ====================================================================
 
-An option letter or yes/no reference ("B", "(C)", "yes", "True") is compared as text, the
-reply read for that kind (:mod:`~ptfactory.filters.verify.answer_kinds`; evidence
+An option letter, yes/no or clock-time reference ("B", "(C)", "yes", "True", "3:30 PM") is
+compared as text, the reply read for that kind (:mod:`~ptfactory.filters.verify.answer_kinds`; evidence
 ``answer_kind``): "Yes, because 17 is prime." passes against "yes" and "The answer is (C)" fails
 against "B".
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ptfactory.filters.verify.answer_kinds import canonical, kind_of
+from ptfactory.filters.verify.answer_kinds import canonical, kind_of, same
 from ptfactory.filters.verify.base import Verdict, Verifier, reference_of
 from ptfactory.filters.verify.extract import extract, normalize_answer
 from ptfactory.filters.verify.mathcheck import Comparison, MathVerifyPool
@@ -86,11 +86,11 @@ class AnswerVerifier(Verifier):
                 continue
             evidence.update(extracted=found.answer, rule=found.rule)
             kind = kind_of(expected)
-            if kind is not None:  # a letter or yes/no: the same one or not, no math-verify
+            if kind is not None:  # a letter, yes/no or a time: the same one or not, no math-verify
                 evidence.update(answer_kind=kind, expected=canonical(kind, expected))
-                same = found.answer == evidence["expected"]
+                agree = same(kind, evidence["expected"], found.answer)
                 verdicts[index] = self.verdict(
-                    *(("pass", "correct") if same else ("fail", "wrong_answer")), **evidence
+                    *(("pass", "correct") if agree else ("fail", "wrong_answer")), **evidence
                 )
                 continue
             asked.append((index, expected, found.answer, evidence))

@@ -48,14 +48,20 @@ import re
 from dataclasses import dataclass
 
 from ptfactory.filters.verify.answer_kinds import canonical, fallback_answer, kind_of
+from ptfactory.filters.verify.number_words import last_word_number, word_number
 
 __all__ = ["Extraction", "extract", "extract_answer", "normalize_answer"]
 
-RULES = ("hash", "tag", "boxed", "stated", "whole", "last_math", "last_number", "choice", "yes_no")
+RULES = (
+    "hash", "tag", "boxed", "stated", "whole", "last_math", "last_number", "word_number", "answer_set",
+    "choice", "yes_no", "time",
+)  # fmt: skip
 _WHOLE_WORDS = 3
 
-# a number as people write it: -1,234.5 / 3/4 / .5 / 1e-3 is rare in word problems and left out
-_NUM = r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?|-?\.\d+"
+# a number as people write it: -1,234.5 / 3/4 / 1 1/2 (a mixed number) / .5 / 1e-3 is rare in
+# word problems and left out
+_NUM = r"-?\d+\s+\d+\s*/\s*\d+(?!\s*[\d/])|-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?|-?\.\d+"
+_MIXED = re.compile(r"(-?)(\d+)\s+(\d+)\s*/\s*(\d+)")
 _NUMBER = re.compile(rf"(?<![\w.])(?:{_NUM})(?![\d])")
 _HASH = re.compile(r"####\s*([^\n]+)")
 _TAG = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.S)
@@ -78,6 +84,8 @@ _BARE = re.compile(r"-?\\(?:d?frac|sqrt)\s*\{")
 # square roots written as text: "sqrt(2)" (not "math.sqrt(x)") and "√2" read as \sqrt{2}, so the
 # last-math rule takes them whole where the last number would read 2
 _PLAIN_ROOT = re.compile(r"(?<![\\\w.])sqrt\s*\(([^()\n]*)\)|√\s*(\d+(?:\.\d+)?|\([^()\n]*\))")
+# an expected answer that lists solutions: "2, 3", "x = 2 or x = 3", "-1 and 4" (no brackets)
+_SET = re.compile(rf"(?:[a-z]\s*=\s*)?(?:{_NUM})(?:\s*(?:,|;|\band\b|\bor\b)\s*(?:[a-z]\s*=\s*)?(?:{_NUM}))+")
 _DASHES = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-"})  # minus sign, en dash, figure dash
 
 
@@ -118,9 +126,21 @@ def normalize_answer(span: str) -> str | None:
         rest = text[number.end() :].strip()
         # "18 days", "5 km/h", "16000 dollars": the unit goes; "3/4 of them" keeps the fraction
         if not rest or re.match(r"^[a-zA-Z%][\w/ .%-]*$", rest) or rest.startswith("\\text"):
-            text = re.sub(r"\s+", "", number.group(1))
+            text = _improper(number.group(1))
     text = text.rstrip(".").strip()
+    if text and not re.search(r"\d", text) and (words := word_number(text)):  # "twelve apples"
+        text = words
     return text or None
+
+
+def _improper(number: str) -> str:
+    """A number as math-verify reads it: a mixed number "1 1/2" as the fraction "3/2" (left as
+    it is, its space would join it into 11/2), other numbers without their spaces."""
+    mixed = _MIXED.fullmatch(number.strip())
+    if mixed is None:
+        return re.sub(r"\s+", "", number)
+    sign, whole, top, bottom = mixed.groups()
+    return f"{sign}{int(whole) * int(bottom) + int(top)}/{bottom}"
 
 
 def _balanced(text: str, start: int) -> str | None:
@@ -210,6 +230,34 @@ def _marked(text: str) -> tuple[str, str] | None:
     return None
 
 
+def _set_size(like: str | None) -> int:
+    """How many numbers an expected answer lists as a set of solutions ("2, 3", "x = 2 or x = 3",
+    "-1 and 4"); 0 for anything else (one number, a tuple in brackets, an expression)."""
+    if not like or not _SET.fullmatch(like.strip()):
+        return 0
+    count = len(_NUMBER.findall(like))
+    return count if count >= 2 else 0
+
+
+def _of_set(size: int, text: str, fallback: bool) -> Extraction | None:
+    """A set of ``size`` solutions: the numbers of the reply's marked answer ("The answer is x = 2
+    or x = 3"), else (fallbacks on) the last ``size`` numbers of its last line that has numbers
+    ("(x - 2)(x - 3) = 0, so x = 2 or x = 3."), as "2, 3" (math-verify compares them as a set).
+    Fewer numbers than expected give what there is, which compares as different."""
+    marked = _marked(text)
+    if marked is not None:
+        numbers = _NUMBER.findall(marked[0])
+        rule = marked[1]
+    elif fallback:
+        lines = [line for line in text.splitlines() if _NUMBER.search(line)]
+        numbers = _NUMBER.findall(lines[-1])[-size:] if lines else []
+        rule = "answer_set"
+    else:
+        return None
+    answers = [a for a in (normalize_answer(n) for n in numbers) if a]
+    return Extraction(", ".join(answers), rule) if answers else None
+
+
 def _of_kind(kind: str, text: str, fallback: bool) -> Extraction | None:
     """An option letter or a yes/no answer (:mod:`~ptfactory.filters.verify.answer_kinds`)."""
     marked = _marked(text)
@@ -233,6 +281,9 @@ def extract(text: str | None, *, fallback: bool = True, like: str | None = None)
     kind = kind_of(like)
     if kind is not None:
         return _of_kind(kind, text, fallback)
+    size = _set_size(like)
+    if size:
+        return _of_set(size, text, fallback)
     hashed = _HASH.findall(text)
     if hashed and (answer := normalize_answer(hashed[-1])):
         return Extraction(answer, "hash")
@@ -256,6 +307,8 @@ def extract(text: str | None, *, fallback: bool = True, like: str | None = None)
         numbers = _NUMBER.findall(text)
         if numbers and (answer := normalize_answer(numbers[-1])):
             return Extraction(answer, "last_number")
+        if not numbers and (answer := last_word_number(text)):  # no digits: "There are three cats."
+            return Extraction(answer, "word_number")
     return None
 
 

@@ -104,7 +104,7 @@ def procedural_answer(text: str) -> tuple[str, str] | None:
     if tagged is not None:
         return tagged, "answer_tag"
     found = extract(text)
-    if found is not None and found.rule != "last_number":
+    if found is not None and found.rule not in ("last_number", "word_number"):
         return found.answer, found.rule
     return None
 

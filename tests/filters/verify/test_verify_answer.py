@@ -90,6 +90,36 @@ def test_option_letters_and_yes_no(pool: MathVerifyPool, reference: str, respons
         assert got.evidence["answer_kind"] in ("choice", "yes_no")
 
 
+@pytest.mark.parametrize(
+    ("reference", "response", "verdict"),
+    [
+        # a clock time: its last number (30) was read and math-verify parsed "3:30 PM" as symbols
+        ("3:30 PM", "They meet at 3:30 PM.", "pass"),
+        ("15:30", "The train leaves at 3:30 p.m.", "pass"),
+        ("3:30", "So she arrives at 3:30 pm", "pass"),  # no AM/PM in the reference: either half
+        ("3:30 PM", "They meet at 3:30 AM.", "fail"),
+        ("10:00 AM", "She starts at 8:00 AM and works 2 hours, so 10:15 AM.", "fail"),
+        # a set of solutions: the last number alone (3) was read
+        ("2, 3", "x = 2 or x = 3", "pass"),
+        ("-1, 4", "Factoring: (x+1)(x-4) = 0, so x = -1 or x = 4.", "pass"),
+        ("x = 2 or x = 3", "The answer is 3 and 2.", "pass"),
+        ("2, 3", "x = 2 or x = 4", "fail"),
+        ("2, 3", "x = 2", "fail"),
+        # a mixed number (read as 1/2 before) and numbers in words (no answer before)
+        ("1.5", "It takes 1 1/2 hours.", "pass"),
+        ("2.5", "It takes 1 1/2 hours.", "fail"),
+        ("12", "She has twelve apples.", "pass"),
+        ("25", "The answer is twenty-five.", "pass"),
+        ("4", "There are three cats.", "fail"),
+    ],
+)
+def test_times_sets_mixed_numbers_and_words(
+    pool: MathVerifyPool, reference: str, response: str, verdict: str
+) -> None:
+    got = AnswerVerifier(pool).verify(row(response, answer=reference))
+    assert got.verdict == verdict, got.evidence
+
+
 def test_what_does_not_apply_abstains(pool: MathVerifyPool) -> None:
     verifier = AnswerVerifier(pool)
     no_reference, no_response = row("The answer is 18.", answer=None), row(None)

@@ -53,6 +53,12 @@ GSM8K_SOLUTION = (
         ("It equals sqrt(2).", "\\sqrt{2}", "last_math"),  # the last number read 2
         ("So the side is √8 cm long.", "\\sqrt{8}", "last_math"),
         ("print(math.sqrt(16)) gives 4", "4", "last_number"),  # code's sqrt stays code
+        ("It takes 1 1/2 hours.", "3/2", "last_number"),  # a mixed number, not 1/2 (or 11/2)
+        ("#### 2 3/4", "11/4", "hash"),
+        ("She has twelve apples.", "12", "word_number"),  # no digits: the last number in words
+        ("The answer is twenty-five.", "25", "stated"),
+        ("They collected one hundred and five shells.", "105", "word_number"),
+        ("She had 12 apples and gave one away.", "12", "last_number"),  # digits first
     ],
 )
 def test_formats(text: str, answer: str, rule: str) -> None:
@@ -64,6 +70,22 @@ def test_formats(text: str, answer: str, rule: str) -> None:
 @pytest.mark.parametrize("text", ["", "   ", "I am not sure how to solve this.", None])
 def test_no_answer(text: str | None) -> None:
     assert extract_answer(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "like", "answer"),
+    [
+        ("x = 2 or x = 3", "2, 3", "2, 3"),  # a set of solutions expected: the last line's numbers
+        ("(x - 2)(x - 3) = 0, so x = 2 or x = 3.", "2, 3", "2, 3"),
+        ("The answer is x = -1 or x = 4.", "-1 and 4", "-1, 4"),  # a marked answer's numbers
+        ("x = 2", "2, 3", "2"),  # fewer than expected: what there is (compares different)
+        ("x = 2 or x = 3", "(2, 3)", "3"),  # a tuple is one answer, not a set
+        ("They meet at 3:30 PM.", "3:30 PM", "15:30"),  # a time, on a 24-hour clock
+        ("It is 3:30 now.", "15:30", "03:30~"),  # no AM/PM: either half of the day
+    ],
+)
+def test_what_the_expected_answer_looks_like(text: str, like: str, answer: str) -> None:
+    assert extract_answer(text, like=like) == answer
 
 
 def test_the_last_number_fallback_can_be_turned_off() -> None:
