@@ -205,12 +205,19 @@ def run(solution: str, tests: str, entry_point: str | None) -> None:
             raise TypeError(f"tests parsed to {type(tree).__name__}")
         written = _rewrite(tree)
         code = compile(tree, "tests.py", "exec", dont_inherit=True)
+        # The solution loads as the module ``solution`` (not ``__main__``), as HumanEval's exec of
+        # prompt + completion does: a reply's ``if __name__ == "__main__":`` demo (often an
+        # ``input()``) stays out of the run, and tests that ``from solution import f`` find it.
+        # The tests run as ``__main__`` with the solution's names, as they would in its file.
+        module = type(sys)("solution")
+        sys.modules["solution"] = module
+        exec(compile(solution, "solution.py", "exec", dont_inherit=True), module.__dict__)
         namespace: dict[str, object] = {
+            **module.__dict__,
             "__name__": "__main__",
             "_ptf_count": _ptf_count,
             "_ptf_raised": _ptf_raised,
         }
-        exec(compile(solution, "solution.py", "exec", dont_inherit=True), namespace)
         exec(code, namespace)
         # HumanEval-style tests define check(candidate); MBPP-style ones are top-level asserts that
         # call the function by name and have already run above; pytest- and unittest-style ones

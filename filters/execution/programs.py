@@ -16,6 +16,8 @@ _IMPORT = re.compile(
     r"^(?:from\s+[\w.]+\s+import\s+\S.*|import\s+[\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+(?:\s+as\s+\w+)?)*\s*)$"
 )
 _FENCE = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.S)
+# a block defines the entry point: a def (async too), a class, or a top-level assignment
+_DEFINES = r"^\s*(?:async\s+)?def\s+{name}\s*\(|^\s*class\s+{name}\b|^{name}\s*="
 # The harness's source, sent into the sandbox as the top of every program. The host never imports
 # it (its `exec` lines must run only in the sandbox): even the mark it prints is read from its text.
 _HARNESS = (Path(__file__).parent / "harness.py").read_text()
@@ -39,10 +41,13 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
     A fenced block that defines ``entry_point`` wins, after the stub's top-level imports it lacks
     (a reply that restates ``def f(xs: List[int])`` without the prompt's ``from typing import List``
     is run as HumanEval runs prompt + completion); a reply that is only a function body (a
-    HumanEval completion) is appended to the prompt's stub, as HumanEval does.
+    HumanEval completion) is appended to the prompt's stub, as HumanEval does. A block defines the
+    entry point with a ``def`` (``async`` too), a ``class`` or a top-level assignment
+    (``add = lambda a, b: a + b``).
     """
     blocks: list[str] = _FENCE.findall(response) or [response]
-    defining = [b for b in blocks if re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", b, re.M)]
+    defines = _DEFINES.format(name=re.escape(entry_point))
+    defining = [b for b in blocks if re.search(defines, b, re.M)]
     if defining:
         imports = [
             line for line in _stub(prompt).splitlines() if _IMPORT.match(line) and line not in defining[0]
@@ -51,18 +56,25 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
     return _stub(prompt).rstrip("\n") + "\n" + blocks[0]
 
 
-_DEF = re.compile(r"^def\s+(\w+)\s*\(", re.M)  # a top-level function
+_DEF = re.compile(
+    r"^(?:async\s+)?(?:def\s+(\w+)\s*\(|class\s+(\w+)\b)", re.M
+)  # a top-level function or class
+
+
+def _names(code: str) -> list[str]:
+    """The top-level functions and classes ``code`` defines, in order."""
+    return [function or cls for function, cls in _DEF.findall(code)]
 
 
 def infer_entry_point(prompt: str, response: str) -> str | None:
     """The function a row's tests call when the row does not name it: the one top-level function
-    the reply's code defines, else the last one the prompt's stub defines (a HumanEval prompt ends
+    (or class) the reply's code defines, else the last one the prompt's stub defines (a HumanEval prompt ends
     with the function to complete); None when neither settles it."""
     blocks: list[str] = _FENCE.findall(response) or [response]
-    defined: list[str] = list(dict.fromkeys(name for block in blocks for name in _DEF.findall(block)))
+    defined = list(dict.fromkeys(name for block in blocks for name in _names(block)))
     if len(defined) == 1:
         return defined[0]
-    stub: list[str] = _DEF.findall(_stub(prompt))
+    stub = _names(_stub(prompt))
     if stub and (not defined or stub[-1] in defined):
         return stub[-1]
     return None

@@ -241,12 +241,12 @@ def _set_size(like: str | None) -> int:
 
 def _of_set(size: int, text: str, fallback: bool) -> Extraction | None:
     """A set of ``size`` solutions: the numbers of the reply's marked answer ("The answer is x = 2
-    or x = 3"), else (fallbacks on) the last ``size`` numbers of its last line that has numbers
+    or x = 3") when it has some, else (fallbacks on) the last ``size`` numbers of its last line that has numbers
     ("(x - 2)(x - 3) = 0, so x = 2 or x = 3."), as "2, 3" (math-verify compares them as a set).
     Fewer numbers than expected give what there is, which compares as different."""
     marked = _marked(text)
-    if marked is not None:
-        numbers = _NUMBER.findall(marked[0])
+    numbers = _NUMBER.findall(marked[0]) if marked is not None else []
+    if marked is not None and numbers:  # a marked span without numbers ("the answer is wrong") is prose
         rule = marked[1]
     elif fallback:
         lines = [line for line in text.splitlines() if _NUMBER.search(line)]

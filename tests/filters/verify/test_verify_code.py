@@ -75,6 +75,36 @@ def test_top_level_asserts_need_no_check_function(sandbox: DockerSandbox) -> Non
 
 
 @pytest.mark.integration
+def test_a_main_block_a_class_and_an_import_of_the_solution(sandbox: DockerSandbox) -> None:
+    # Right solutions that failed before: a reply's `if __name__ == "__main__":` demo read input()
+    # (EOFError: the solution ran as __main__); a class entry point was not seen as defined, so
+    # the prompt's prose was prepended to it (SyntaxError); tests that `from solution import fib`
+    # found no module. The wrong twin of each still fails.
+    main = "```python\ndef inc(x):\n    return x + {k}\n\nif __name__ == '__main__':\n    print(inc(int(input())))\n```"
+    stack = (
+        "```python\nclass Stack:\n    def __init__(self):\n        self.items = []\n"
+        "    def push(self, x):\n        self.items.append(x)\n"
+        "    def pop(self):\n        return self.items.{how}\n```"
+    )
+    stack_tests = (
+        "def check(candidate):\n    s = candidate()\n    s.push(1)\n    s.push(2)\n    assert s.pop() == 2\n"
+    )
+    fib = "def fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a{off}\n"
+    fib_tests = "from solution import fib\n\ndef test_fib():\n    assert fib(10) == 55\n"
+    rows = [
+        row(main.format(k=1)),
+        row(main.format(k=2)),
+        {**row(stack.format(how="pop()")), "tests": stack_tests, "entry_point": "Stack"},
+        {**row(stack.format(how="pop(0)")), "tests": stack_tests, "entry_point": "Stack"},
+        {**row(fib.format(off="")), "tests": fib_tests, "entry_point": "fib"},
+        {**row(fib.format(off=" + 1")), "tests": fib_tests, "entry_point": "fib"},
+    ]
+    verdicts = CodeVerifier(sandbox).verify_many(rows)
+    got = [v.verdict for v in verdicts]
+    assert got == ["pass", "fail"] * 3, [v.evidence.get("stderr_tail") for v in verdicts]
+
+
+@pytest.mark.integration
 def test_a_recorded_execution_is_not_run_again(sandbox: DockerSandbox) -> None:
     recorded = {"status": "failed", "exit_code": 1, "stderr_tail": "tests.py:2: raised ValueError: no\n",
                 "assertions_passed": 2, "assertions_total": 3}  # fmt: skip
