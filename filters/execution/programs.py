@@ -56,9 +56,8 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
     return _stub(prompt).rstrip("\n") + "\n" + blocks[0]
 
 
-_DEF = re.compile(
-    r"^(?:async\s+)?(?:def\s+(\w+)\s*\(|class\s+(\w+)\b)", re.M
-)  # a top-level function or class
+# a top-level function or class
+_DEF = re.compile(r"^(?:async\s+)?(?:def\s+(\w+)\s*\(|class\s+(\w+)\b)", re.M)
 
 
 def _names(code: str) -> list[str]:
@@ -68,8 +67,8 @@ def _names(code: str) -> list[str]:
 
 def infer_entry_point(prompt: str, response: str) -> str | None:
     """The function a row's tests call when the row does not name it: the one top-level function
-    (or class) the reply's code defines, else the last one the prompt's stub defines (a HumanEval prompt ends
-    with the function to complete); None when neither settles it."""
+    (or class) the reply's code defines, else the last one the prompt's stub defines (a HumanEval
+    prompt ends with the function to complete); None when neither settles it."""
     blocks: list[str] = _FENCE.findall(response) or [response]
     defined = list(dict.fromkeys(name for block in blocks for name in _names(block)))
     if len(defined) == 1:

@@ -26,18 +26,23 @@ rule            what it reads
 ``last_number`` (``fallback=True`` only) the last number in the text: "... = 18." -> ``18``;
                 what lm-eval's GSM8K *flexible-extract* does. Callers turn both fallbacks off where
                 the text may not end on an answer (a response cut at ``max_tokens``, a seed's
-                free-text reference).
+                free-text reference). A text with no number in digits gives its last number
+                written in words, as rule ``word_number``: "She has twelve apples." -> ``12``
+                (:mod:`~ptfactory.filters.verify.number_words`)
 ==============  ==================================================================================
 
-An option letter or a yes/no expected (``like=``, a reference "B" or "yes") changes the rules:
-the marked answer's letter or first word, else the ``choice`` / ``yes_no`` fallbacks of
-:mod:`~ptfactory.filters.verify.answer_kinds` (never a number).
+An option letter, a yes/no or a clock time expected (``like=``, a reference "B", "yes" or "3:30
+PM") changes the rules: the marked answer's letter, first word or time, else the ``choice`` /
+``yes_no`` / ``time`` fallbacks of :mod:`~ptfactory.filters.verify.answer_kinds` (never a
+number). A set of solutions expected ("2, 3", "x = 2 or x = 3") reads the marked answer's
+numbers, else (``answer_set``) the last that many numbers of the reply's last line with numbers.
 
 Normalisation (:func:`normalize_answer`), applied to the span a rule found: markdown emphasis
 and surrounding ``$…$`` / ``\\(…\\)`` dropped, currency signs (``$``, ``\\$``, ``€``, ``£``) and a
 trailing ``%`` dropped, thousands separators removed (``16,000`` -> ``16000``), a trailing full
 stop dropped, and a number followed by words keeps only the number (``18 days`` -> ``18``,
-``$16,000 dollars`` -> ``16000``). LaTeX (``\\frac{1}{2}``) and plain text (``yes``) pass through.
+``$16,000 dollars`` -> ``16000``); a mixed number is a fraction (``1 1/2`` -> ``3/2``) and a span
+that is a number in words is that number (``twenty-five`` -> ``25``). LaTeX (``\\frac{1}{2}``) and plain text (``yes``) pass through.
 A span that states no answer ("the answer is that she earns more") gives its first number, and
 without one falls through to the next rule.
 """
@@ -241,9 +246,9 @@ def _set_size(like: str | None) -> int:
 
 def _of_set(size: int, text: str, fallback: bool) -> Extraction | None:
     """A set of ``size`` solutions: the numbers of the reply's marked answer ("The answer is x = 2
-    or x = 3") when it has some, else (fallbacks on) the last ``size`` numbers of its last line that has numbers
-    ("(x - 2)(x - 3) = 0, so x = 2 or x = 3."), as "2, 3" (math-verify compares them as a set).
-    Fewer numbers than expected give what there is, which compares as different."""
+    or x = 3") when it has some, else (fallbacks on) the last ``size`` numbers of its last line
+    with numbers ("(x - 2)(x - 3) = 0, so x = 2 or x = 3."), as "2, 3" (math-verify compares them
+    as a set). Fewer numbers than expected give what there is, which compares as different."""
     marked = _marked(text)
     numbers = _NUMBER.findall(marked[0]) if marked is not None else []
     if marked is not None and numbers:  # a marked span without numbers ("the answer is wrong") is prose
