@@ -6,9 +6,10 @@ One task a row: ``instruction`` (required, non-empty text), optional ``id``, ``i
 HumanEval style, or top-level asserts calling the entry point, MBPP style). What makes an ``sft``
 seed verifiable (schema 3's ``reference``, checked by :mod:`ptfactory.filters.verify`):
 
-- ``answer``: the reference's final answer (text or a number: ``18``, ``"$16,000"``, ``"#### 18"``,
-  ``"\\frac{1}{2}"``). Without it, a ``response`` whose final answer is marked (``#### 18``,
-  ``\\boxed{18}``, "the answer is 18") gives the reference answer; an unmarked response gives none.
+- ``answer``: the reference's final answer (text, a number or a boolean: ``18``, ``"$16,000"``,
+  ``"#### 18"``, ``"\\frac{1}{2}"``, ``true`` for a yes/no question). Without it, a ``response``
+  whose final answer is marked (``#### 18``, ``\\boxed{18}``, "the answer is 18") gives the
+  reference answer; an unmarked response gives none.
 - ``metadata``: a procedural task's generator metadata (an object; reasoning-gym's, with its
   ``source_dataset`` naming an allowed family), kept intact as JSON: the family's scorer reads it.
   ``ptf seeds procedural`` writes such seeds (generators/procedural.py).
@@ -240,10 +241,12 @@ def _to_task(where: str, row: dict[str, Any], limit: int) -> SeedTask:
 
 def _answer(where: str, row: dict[str, Any], limit: int) -> str | None:
     value = row.get("answer")
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, int | float):  # a boolean too: true/false, a yes/no answer (answer_kinds)
         return json.dumps(value)
     if value is not None and not isinstance(value, str):
-        raise SeedError(f"{where}: field 'answer' must be text or a number, got {type_name(value)}")
+        raise SeedError(
+            f"{where}: field 'answer' must be text, a number or a boolean, got {type_name(value)}"
+        )
     return _text(where, row, "answer", limit)
 
 

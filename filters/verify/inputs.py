@@ -30,7 +30,9 @@ def reference_answer(text: Any, *, stated: bool = True) -> str | None:
     whole value normalised. ``stated=False`` (a seed's free ``response``): only a marked answer, so
     a reply like "Hi!" or "1, 2, 3" never becomes a reference by accident.
     """
-    if text is None or isinstance(text, bool):
+    if isinstance(text, bool):  # a yes/no answer (a BoolQ-style label): compared as yes/no
+        return "true" if text else "false"
+    if text is None:
         return None
     value = str(text).strip()
     if not value:
@@ -71,7 +73,8 @@ def _column(table: pa.Table, name: str, flag: str) -> list[Any]:
 
 
 def _scalar(value: Any) -> Any:
-    """A number in a reference column (``18``) as the text it stands for."""
+    """A number in a reference column (``18``) as the text it stands for (a boolean stays one:
+    :func:`reference_answer` reads it as yes/no)."""
     return json.dumps(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 

@@ -40,6 +40,7 @@ def test_references_from_answer_response_and_constraints(tmp_path: Path) -> None
         {"id": "c", "instruction": "Write a short note.", "constraints": NOTE},
         {"id": "d", "instruction": "Say hi.", "response": "Hi!"},
         {"id": "e", "instruction": "What is half?", "answer": "$\\frac{1}{2}$"},
+        {"id": "f", "instruction": "Is 91 prime?", "answer": False},  # a boolean: a yes/no answer
     )
     rows = seeds_to_table(read_seeds(path), "b1").to_pylist()
     references = {r["provenance"]["seed_task_id"]: r["reference"] for r in rows}
@@ -48,6 +49,7 @@ def test_references_from_answer_response_and_constraints(tmp_path: Path) -> None
     assert json.loads(references["c"]["constraints"]) == NOTE and references["c"]["answer"] is None
     assert references["d"] is None  # a response with no marked answer is no reference
     assert references["e"]["answer"] == "\\frac{1}{2}"
+    assert references["f"]["answer"] == "false"  # refused before: "must be text or a number"
     reasons = {r["provenance"]["seed_task_id"]: r["decisions"][0]["reason"] for r in rows}
     assert reasons == {
         "a": "verifiable",
@@ -55,6 +57,7 @@ def test_references_from_answer_response_and_constraints(tmp_path: Path) -> None
         "c": "verifiable",
         "d": "with_reference",
         "e": "verifiable",
+        "f": "verifiable",
     }
 
 
@@ -62,10 +65,13 @@ def test_references_from_answer_response_and_constraints(tmp_path: Path) -> None
     ("row", "message"),
     [
         (
-            {"instruction": "q", "answer": True},
-            r"seeds.jsonl:1: field 'answer' must be text or a number, got",
+            {"instruction": "q", "answer": {"value": 18}},
+            r"seeds.jsonl:1: field 'answer' must be text, a number or a boolean, got",
         ),
-        ({"instruction": "q", "answer": ["18"]}, r"seeds.jsonl:1: field 'answer' must be text or a number"),
+        (
+            {"instruction": "q", "answer": ["18"]},
+            r"seeds.jsonl:1: field 'answer' must be text, a number or a boolean",
+        ),
         ({"instruction": "q", "metadata": [1]}, r"seeds.jsonl:1: field 'metadata' must be an object, got"),
         (
             {"instruction": "q", "metadata": "{bad"},

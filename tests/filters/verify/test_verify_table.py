@@ -135,3 +135,12 @@ def test_verifier_inputs_from_named_columns(pool: MathVerifyPool) -> None:
         "18",
         "-7",
     ]
+    # a boolean label (BoolQ-style) is a yes/no reference; it gave no reference before
+    labels = pa.table({"gold": [True, False, None]})
+    assert [
+        i["reference"] and i["reference"]["answer"] for i in verifier_inputs(labels, reference_column="gold")
+    ] == [
+        "true",
+        "false",
+        None,
+    ]
