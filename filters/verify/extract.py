@@ -41,8 +41,10 @@ Normalisation (:func:`normalize_answer`), applied to the span a rule found: mark
 and surrounding ``$…$`` / ``\\(…\\)`` dropped, currency signs (``$``, ``\\$``, ``€``, ``£``) and a
 trailing ``%`` dropped, thousands separators removed (``16,000`` -> ``16000``), a trailing full
 stop dropped, and a number followed by words keeps only the number (``18 days`` -> ``18``,
-``$16,000 dollars`` -> ``16000``); a mixed number is a fraction (``1 1/2`` -> ``3/2``) and a span
-that is a number in words is that number (``twenty-five`` -> ``25``). LaTeX (``\\frac{1}{2}``) and plain text (``yes``) pass through.
+``$16,000 dollars`` -> ``16000``); a mixed number is a fraction (``1 1/2`` -> ``3/2``, ``2½`` too),
+a scale word multiplies (``1 million`` -> ``1000000``; the last-number rule reads it too), bold
+inside the span goes (``**12** apples`` -> ``12``) and a span that is a number in words is that
+number (``twenty-five`` -> ``25``). LaTeX (``\\frac{1}{2}``) and plain text (``yes``) pass through.
 A span that states no answer ("the answer is that she earns more") gives its first number, and
 without one falls through to the next rule.
 """
@@ -50,7 +52,9 @@ without one falls through to the next rule.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
+from decimal import Decimal
 
 from ptfactory.filters.verify.answer_kinds import canonical, fallback_answer, kind_of
 from ptfactory.filters.verify.number_words import last_word_number, word_number
@@ -91,7 +95,15 @@ _BARE = re.compile(r"-?\\(?:d?frac|sqrt)\s*\{")
 _PLAIN_ROOT = re.compile(r"(?<![\\\w.])sqrt\s*\(([^()\n]*)\)|√\s*(\d+(?:\.\d+)?|\([^()\n]*\))")
 # an expected answer that lists solutions: "2, 3", "x = 2 or x = 3", "-1 and 4" (no brackets)
 _SET = re.compile(rf"(?:[a-z]\s*=\s*)?(?:{_NUM})(?:\s*(?:,|;|\band\b|\bor\b)\s*(?:[a-z]\s*=\s*)?(?:{_NUM}))+")
-_DASHES = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-"})  # minus sign, en dash, figure dash
+# minus sign, en dash, figure dash; a vulgar fraction as a mixed number's tail ("2½" -> "2 1/2")
+_DASHES = str.maketrans(
+    {"\u2212": "-", "\u2013": "-", "\u2012": "-", "\u2044": "/"}
+    | {c: " " + unicodedata.normalize("NFKC", c).replace("\u2044", "/") for c in "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞"}
+)
+# a bold span inside a stated answer ("**12** apples"); "2**10" (a power) has no pair around it
+_BOLD = re.compile(r"(?<!\S)(\*\*|__)([^*_\n]+?)\1(?!\S)")
+_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_SCALE_AFTER = re.compile(r"(?:\s+(?:thousand|million|billion|trillion)\b)?", re.I)
 
 
 @dataclass(frozen=True)
@@ -121,7 +133,7 @@ def _strip_wrappers(text: str) -> str:
 def normalize_answer(span: str) -> str | None:
     """A stated answer span as the short string to compare (see the module docstring); None if
     nothing is left."""
-    text = _strip_wrappers(span.translate(_DASHES))
+    text = _strip_wrappers(_BOLD.sub(r"\2", span.translate(_DASHES).strip()))
     text = re.sub(r"^[*_]+\s*|\s*[*_]+$", "", text)  # "**Answer:** 18": the bold's closing half
     text = _CURRENCY.sub("", text).strip()
     text = _THOUSANDS.sub("", text)
@@ -131,11 +143,20 @@ def normalize_answer(span: str) -> str | None:
         rest = text[number.end() :].strip()
         # "18 days", "5 km/h", "16000 dollars": the unit goes; "3/4 of them" keeps the fraction
         if not rest or re.match(r"^[a-zA-Z%][\w/ .%-]*$", rest) or rest.startswith("\\text"):
-            text = _improper(number.group(1))
+            text = _scaled(number.group(1), rest) or _improper(number.group(1))
     text = text.rstrip(".").strip()
     if text and not re.search(r"\d", text) and (words := word_number(text)):  # "twelve apples"
         text = words
     return text or None
+
+
+def _scaled(number: str, rest: str) -> str | None:
+    """A number before a scale word as the number it names ("1 million" -> "1000000", "2.5
+    thousand" -> "2500"), else None (the word is a unit, and goes)."""
+    word = rest.split(maxsplit=1)[0].lower() if rest else ""
+    if word not in _SCALES or not re.fullmatch(r"-?\d+(?:\.\d+)?", number):
+        return None
+    return format((Decimal(number) * _SCALES[word]).normalize(), "f")
 
 
 def _improper(number: str) -> str:
@@ -309,8 +330,11 @@ def extract(text: str | None, *, fallback: bool = True, like: str | None = None)
         math = _last_math(text)
         if math is not None and not _NUMBER.search(text[math[1] :]) and (answer := normalize_answer(math[0])):
             return Extraction(answer, "last_math")
-        numbers = _NUMBER.findall(text)
-        if numbers and (answer := normalize_answer(numbers[-1])):
+        numbers = list(_NUMBER.finditer(text))
+        # the last number, with a scale word after it ("2.5 thousand" is 2500, not 2.5)
+        scale = _SCALE_AFTER.match(text, numbers[-1].end()) if numbers else None
+        last = numbers[-1].group(0) + (scale.group(0) if scale else "") if numbers else ""
+        if numbers and (answer := normalize_answer(last)):
             return Extraction(answer, "last_number")
         if not numbers and (answer := last_word_number(text)):  # no digits: "There are three cats."
             return Extraction(answer, "word_number")

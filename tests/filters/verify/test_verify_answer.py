@@ -111,6 +111,11 @@ def test_option_letters_and_yes_no(pool: MathVerifyPool, reference: str, respons
         ("12", "She has twelve apples.", "pass"),
         ("25", "The answer is twenty-five.", "pass"),
         ("4", "There are three cats.", "fail"),
+        # bold inside a stated answer, a scale word, a vulgar fraction: each failed before
+        ("12", "Final answer: **12** apples", "pass"),
+        ("1000000", "The answer is 1 million.", "pass"),
+        ("2.5", "The answer is 2½.", "pass"),
+        ("3", "The answer is 2½.", "fail"),
     ],
 )
 def test_times_sets_mixed_numbers_and_words(

@@ -59,6 +59,11 @@ GSM8K_SOLUTION = (
         ("The answer is twenty-five.", "25", "stated"),
         ("They collected one hundred and five shells.", "105", "word_number"),
         ("She had 12 apples and gave one away.", "12", "last_number"),  # digits first
+        ("Final answer: **12** apples", "12", "stated"),  # bold inside the span ("12** apples")
+        ("The answer is 2**10", "2**10", "stated"),  # a power, not bold
+        ("The answer is 1 million.", "1000000", "stated"),  # a scale word is no unit (read 1)
+        ("It sold 2.5 thousand copies", "2500", "last_number"),
+        ("The answer is 2½.", "5/2", "stated"),  # a vulgar fraction (read 2½, then nothing)
     ],
 )
 def test_formats(text: str, answer: str, rule: str) -> None:
