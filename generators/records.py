@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from ptfactory.engines.base import Completion, Engine, SamplingParams
+from ptfactory.filters.execution.programs import code_blocks
 from ptfactory.storage.schema import sample_id
 from ptfactory.version import code_version
 
@@ -26,7 +27,6 @@ __all__ = [
 _TASK_PREFIX = re.compile(
     r"^\s*(?:\*\*)?(?:new\s+)?(?:task|instruction)\s*\d*\s*(?:\*\*)?\s*[:.-]\s*(?:\*\*)?\s*", re.I
 )
-_FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
 MIN_WORDS = 3
 
 
@@ -111,7 +111,7 @@ def parse_instruction(text: str) -> tuple[str | None, str | None]:
 
 
 def extract_code_blocks(text: str) -> list[str]:
-    return [block.strip("\n") for block in _FENCE.findall(text)]
+    return [block.strip("\n") for block in code_blocks(text)]
 
 
 def parse_code_problem(text: str) -> tuple[dict[str, str] | None, str | None]:

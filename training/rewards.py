@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ptfactory.filters.execution.limits import Limits
+from ptfactory.filters.execution.programs import code_blocks
 from ptfactory.filters.verify import (
     AnswerVerifier,
     CodeVerifier,
@@ -204,9 +205,6 @@ class CodeReward(VerifierReward):
             self._sandbox = None
 
 
-_CODE_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.S)
-
-
 class FormatReward:
     """1.0 when the completion is in the form its task asks for (module docstring), else 0.0;
     None for tasks with no answer format (constraints)."""
@@ -224,7 +222,7 @@ class FormatReward:
         reference = task.get("reference") or {}
         if task.get("tests") and task.get("entry_point"):
             pattern = rf"^\s*def\s+{re.escape(str(task['entry_point']))}\s*\("
-            return float(any(re.search(pattern, block, re.M) for block in _CODE_BLOCK.findall(text)))
+            return float(any(re.search(pattern, block, re.M) for block in code_blocks(text)))
         if reference.get("family"):
             return float(tag_answer(text) is not None)
         if reference.get("answer"):

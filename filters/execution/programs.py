@@ -9,13 +9,15 @@ from pathlib import Path
 
 from ptfactory.filters.execution.limits import ExecResult
 
-__all__ = ["ASSERTIONS_MARK", "extract_solution", "graded", "infer_entry_point", "program"]
+__all__ = ["ASSERTIONS_MARK", "code_blocks", "extract_solution", "graded", "infer_entry_point", "program"]
 
 # a top-level import statement (not prose that starts with "from the ...")
 _IMPORT = re.compile(
     r"^(?:from\s+[\w.]+\s+import\s+\S.*|import\s+[\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+(?:\s+as\s+\w+)?)*\s*)$"
 )
-_FENCE = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.S)
+# a fenced Python block, its tag in any case and spacing ("```python", "```Python3", "``` py"), or an
+# untagged one (the one home of this pattern: generation and the rewards read code through it)
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S | re.I)
 # a block defines the entry point: a def (async too), a class, or a top-level assignment
 _DEFINES = r"^\s*(?:async\s+)?def\s+{name}\s*\(|^\s*class\s+{name}\b|^{name}\s*="
 # The harness's source, sent into the sandbox as the top of every program. The host never imports
@@ -29,9 +31,15 @@ ASSERTIONS_MARK = _MARK.group(1)
 _COUNTS = re.compile(rf"\n?^{re.escape(ASSERTIONS_MARK)} (\d+) (\d+)$\n?", re.M)
 
 
+def code_blocks(text: str) -> list[str]:
+    """The fenced Python (or untagged) code blocks of a text, in order (``_FENCE``)."""
+    blocks: list[str] = _FENCE.findall(text)
+    return blocks
+
+
 def _stub(prompt: str) -> str:
     """The function stub in a prompt (the code block of a templated prompt, else the prompt itself)."""
-    blocks: list[str] = _FENCE.findall(prompt)
+    blocks: list[str] = code_blocks(prompt)
     return blocks[0] if blocks else prompt
 
 
@@ -45,7 +53,7 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
     entry point with a ``def`` (``async`` too), a ``class`` or a top-level assignment
     (``add = lambda a, b: a + b``).
     """
-    blocks: list[str] = _FENCE.findall(response) or [response]
+    blocks: list[str] = code_blocks(response) or [response]
     defines = _DEFINES.format(name=re.escape(entry_point))
     defining = [b for b in blocks if re.search(defines, b, re.M)]
     if defining:
@@ -69,7 +77,7 @@ def infer_entry_point(prompt: str, response: str) -> str | None:
     """The function a row's tests call when the row does not name it: the one top-level function
     (or class) the reply's code defines, else the last one the prompt's stub defines (a HumanEval
     prompt ends with the function to complete); None when neither settles it."""
-    blocks: list[str] = _FENCE.findall(response) or [response]
+    blocks: list[str] = code_blocks(response) or [response]
     defined = list(dict.fromkeys(name for block in blocks for name in _names(block)))
     if len(defined) == 1:
         return defined[0]

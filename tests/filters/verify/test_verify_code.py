@@ -147,3 +147,15 @@ def test_rows_without_tests_do_not_apply() -> None:
     }
     assert not verifier.applies(plain) and verifier.verify(plain).reason == "not_applicable"
     assert verifier.verify(row("")).reason == "no_response"
+
+
+@pytest.mark.parametrize("tag", ["python", "Python", "PYTHON", "python3", "Python3", "py", " python", ""])
+def test_a_fenced_block_is_found_whatever_its_tag_case(tag: str) -> None:
+    # "```Python" and "``` python" were not fences: the whole reply, prose and all, ran as the
+    # solution (a SyntaxError failed a right inc); generation and the rewards read the same fence
+    from ptfactory.filters.execution.programs import extract_solution
+    from ptfactory.generators.records import extract_code_blocks
+
+    reply = f"Here you go:\n```{tag}\ndef inc(x):\n    return x + 1\n```\nThis adds one."
+    assert extract_solution("Write inc(x).", reply, "inc") == "def inc(x):\n    return x + 1\n"
+    assert extract_code_blocks(reply) == ["def inc(x):\n    return x + 1"]
