@@ -19,6 +19,11 @@ no argument (each called; one that raises fails once, at its ``def`` line) and `
 classes (each test method one assertion). Tests that only define functions or classes nothing
 calls (``check`` without an entry point) fail with "no test ran": 0 of 0 assertions is no pass.
 
+The solution loads as the module ``solution`` (its ``if __name__ == "__main__":`` block does not
+run; tests may ``from solution import f``), less its top-level statements that read standard
+input: there is none in the sandbox, so a demo line such as ``print(inc(int(input())))`` after a
+right ``inc`` could only fail it with EOFError.
+
 ``total`` is the number of assertions evaluated (an assert in a loop counts each time); when the
 run stops early (an exception outside an assert, a solution that does not import) it is at least
 the number of asserts written in the tests, so a solution that crashes early is not graded on
@@ -129,6 +134,39 @@ def _rewrite(node: _ast.AST) -> int:
     return found
 
 
+def _nodes(node: _ast.AST) -> list[_ast.AST]:
+    """``node`` and every node under it (the ``ast`` module's walk, which this file does not import)."""
+    found, todo = [], [node]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for field in current._fields:
+            value = getattr(current, field, None)
+            if isinstance(value, _ast.AST):
+                todo.append(value)
+            elif isinstance(value, list):
+                todo.extend(v for v in value if isinstance(v, _ast.AST))
+    return found
+
+
+def _reads_stdin(node: _ast.AST) -> bool:
+    """A statement that calls ``input()`` or touches ``sys.stdin``."""
+    return any(
+        (isinstance(n, _ast.Call) and isinstance(n.func, _ast.Name) and n.func.id == "input")
+        or (isinstance(n, _ast.Attribute) and n.attr == "stdin")
+        for n in _nodes(node)
+    )
+
+
+def _without_stdin_demo(tree: _ast.Module) -> _ast.Module:
+    """The solution less its top-level statements that read standard input: a reply's demo
+    (``print(inc(int(input())))``) after the function the tests call. There is no input here, so
+    such a line can only raise EOFError; definitions that read it are kept (called, they fail)."""
+    defines = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)
+    tree.body = [n for n in tree.body if isinstance(n, defines) or not _reads_stdin(n)]
+    return tree
+
+
 def _runs_code(tree: _ast.Module) -> bool:
     """The tests' top level does more than define and import (an assert, a call, a loop...)."""
     quiet = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef, _ast.Import, _ast.ImportFrom)
@@ -211,7 +249,10 @@ def run(solution: str, tests: str, entry_point: str | None) -> None:
         # The tests run as ``__main__`` with the solution's names, as they would in its file.
         module = type(sys)("solution")
         sys.modules["solution"] = module
-        exec(compile(solution, "solution.py", "exec", dont_inherit=True), module.__dict__)
+        parsed = compile(solution, "solution.py", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+        if not isinstance(parsed, _ast.Module):  # what "exec" mode always parses to
+            raise TypeError(f"solution parsed to {type(parsed).__name__}")
+        exec(compile(_without_stdin_demo(parsed), "solution.py", "exec", dont_inherit=True), module.__dict__)
         namespace: dict[str, object] = {
             **module.__dict__,
             "__name__": "__main__",

@@ -91,9 +91,13 @@ def test_a_main_block_a_class_and_an_import_of_the_solution(sandbox: DockerSandb
     )
     fib = "def fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a{off}\n"
     fib_tests = "from solution import fib\n\ndef test_fib():\n    assert fib(10) == 55\n"
+    # and a demo line at the top level that reads input(): there is none in the sandbox (EOFError)
+    demo = "```python\ndef inc(x):\n    return x + {k}\n\nprint(inc(int(input())))\n```"
     rows = [
         row(main.format(k=1)),
         row(main.format(k=2)),
+        row(demo.format(k=1)),
+        row(demo.format(k=2)),
         {**row(stack.format(how="pop()")), "tests": stack_tests, "entry_point": "Stack"},
         {**row(stack.format(how="pop(0)")), "tests": stack_tests, "entry_point": "Stack"},
         {**row(fib.format(off="")), "tests": fib_tests, "entry_point": "fib"},
@@ -101,7 +105,7 @@ def test_a_main_block_a_class_and_an_import_of_the_solution(sandbox: DockerSandb
     ]
     verdicts = CodeVerifier(sandbox).verify_many(rows)
     got = [v.verdict for v in verdicts]
-    assert got == ["pass", "fail"] * 3, [v.evidence.get("stderr_tail") for v in verdicts]
+    assert got == ["pass", "fail"] * 4, [v.evidence.get("stderr_tail") for v in verdicts]
 
 
 @pytest.mark.integration
