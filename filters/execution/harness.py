@@ -22,7 +22,8 @@ calls (``check`` without an entry point) fail with "no test ran": 0 of 0 asserti
 The solution loads as the module ``solution`` (its ``if __name__ == "__main__":`` block does not
 run; tests may ``from solution import f``), less its top-level statements that read standard
 input: there is none in the sandbox, so a demo line such as ``print(inc(int(input())))`` after a
-right ``inc`` could only fail it with EOFError.
+right ``inc`` could only fail it with EOFError. An entry point defined only as a method of a
+solution's class (``class Solution: def two_sum(self, ...)``) is called on an instance.
 
 ``total`` is the number of assertions evaluated (an assert in a loop counts each time); when the
 run stops early (an exception outside an assert, a solution that does not import) it is at least
@@ -167,6 +168,22 @@ def _without_stdin_demo(tree: _ast.Module) -> _ast.Module:
     return tree
 
 
+def _method_entry(namespace: dict[str, object], entry_point: str | None) -> None:
+    """An entry point the solution defines only as a method of one of its classes (LeetCode's
+    ``class Solution: def two_sum(self, ...)``) is bound on an instance made without arguments,
+    so ``check(candidate)`` and top-level asserts call it as the function they expect."""
+    if not entry_point or entry_point in namespace:
+        return
+    for value in list(namespace.values()):
+        if (
+            isinstance(value, type)
+            and value.__module__ == "solution"
+            and callable(vars(value).get(entry_point))
+        ):
+            namespace[entry_point] = getattr(value(), entry_point)
+            return
+
+
 def _runs_code(tree: _ast.Module) -> bool:
     """The tests' top level does more than define and import (an assert, a call, a loop...)."""
     quiet = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef, _ast.Import, _ast.ImportFrom)
@@ -259,6 +276,7 @@ def run(solution: str, tests: str, entry_point: str | None) -> None:
             "_ptf_count": _ptf_count,
             "_ptf_raised": _ptf_raised,
         }
+        _method_entry(namespace, entry_point)
         exec(code, namespace)
         # HumanEval-style tests define check(candidate); MBPP-style ones are top-level asserts that
         # call the function by name and have already run above; pytest- and unittest-style ones

@@ -93,7 +93,11 @@ def test_a_main_block_a_class_and_an_import_of_the_solution(sandbox: DockerSandb
     fib_tests = "from solution import fib\n\ndef test_fib():\n    assert fib(10) == 55\n"
     # and a demo line at the top level that reads input(): there is none in the sandbox (EOFError)
     demo = "```python\ndef inc(x):\n    return x + {k}\n\nprint(inc(int(input())))\n```"
+    # and LeetCode's form: the entry point a method of class Solution
+    leet = "```python\nclass Solution:\n    def inc(self, x):\n        return x + {k}\n```"
     rows = [
+        row(leet.format(k=1)),
+        row(leet.format(k=2)),
         row(main.format(k=1)),
         row(main.format(k=2)),
         row(demo.format(k=1)),
@@ -105,7 +109,7 @@ def test_a_main_block_a_class_and_an_import_of_the_solution(sandbox: DockerSandb
     ]
     verdicts = CodeVerifier(sandbox).verify_many(rows)
     got = [v.verdict for v in verdicts]
-    assert got == ["pass", "fail"] * 4, [v.evidence.get("stderr_tail") for v in verdicts]
+    assert got == ["pass", "fail"] * 5, [v.evidence.get("stderr_tail") for v in verdicts]
 
 
 @pytest.mark.integration
