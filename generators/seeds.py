@@ -22,7 +22,6 @@ is a :class:`SeedError` that names the file, line and field, so a bad file never
 
 from __future__ import annotations
 
-import ast
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ import pyarrow.parquet as pq
 from ptfactory.errors import SeedError
 from ptfactory.filters.verify.base import canonical_json
 from ptfactory.filters.verify.inputs import reference_answer, reference_record
+from ptfactory.generators.seed_tests import called_entry, check_code_fields, tests_text
 from ptfactory.storage.jsonl import json_objects, type_name
 from ptfactory.storage.schema import from_records, sample_id
 from ptfactory.version import code_version
@@ -211,12 +211,13 @@ def _to_task(where: str, row: dict[str, Any], limit: int) -> SeedTask:
     if isinstance(raw_id, str) and not raw_id.strip():
         raise SeedError(f"{where}: field 'id' is empty; remove it or give a non-empty id")
     entry_point = _text(where, row, "entry_point", limit)
-    tests = _text(where, row, "tests", limit)
+    tests = _text(where, {**row, "tests": tests_text(row.get("tests"))}, "tests", limit)
     if kind == "sft" and (entry_point or tests):
         field = "entry_point" if entry_point else "tests"
         raise SeedError(f'{where}: field {field!r} only belongs to code seeds; add "kind": "code"')
     if kind == "code":
-        _check_code_fields(where, entry_point, tests)
+        entry_point = entry_point or called_entry(tests)  # MBPP's rows name none: its asserts do
+        check_code_fields(where, entry_point, tests)
         for field in ("answer", "metadata", "constraints"):
             if row.get(field) is not None:
                 raise SeedError(
@@ -297,66 +298,6 @@ def _constraints(where: str, row: dict[str, Any], limit: int) -> str | None:
 def parse_seed(where: str, row: dict[str, Any], max_field_chars: int = DEFAULT_MAX_FIELD_CHARS) -> SeedTask:
     """One seed row (a dict as a seed file holds it), validated; ``where`` names it in errors."""
     return _to_task(where, row, max_field_chars)
-
-
-def _check_code_fields(where: str, entry_point: str | None, tests: str | None) -> None:
-    if entry_point is None:
-        raise SeedError(f"{where}: field 'entry_point' is missing; code seeds name the function to test")
-    if not entry_point.isidentifier():
-        raise SeedError(f"{where}: field 'entry_point' is {entry_point!r}, not a Python function name")
-    if tests is None:
-        raise SeedError(
-            f"{where}: field 'tests' is missing; code seeds need tests: a check(candidate) or top-level asserts"
-        )
-    try:
-        tree = ast.parse(tests)  # parsing only: seed code is never executed outside the sandbox
-    except SyntaxError as exc:
-        raise SeedError(
-            f"{where}: field 'tests' is not valid Python ({exc.msg}, line {exc.lineno})"
-        ) from None
-    if not any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body) and not (
-        _asserts_on(tree, entry_point) or _test_units(tree)
-    ):
-        raise SeedError(
-            f"{where}: field 'tests' neither defines check(candidate) (HumanEval-style), nor asserts "
-            f"on {entry_point}(...) at top level (MBPP-style), nor defines test functions without "
-            "arguments (pytest-style) or a unittest.TestCase class"
-        )
-
-
-def _bare_test(node: ast.FunctionDef) -> bool:
-    arguments = node.args
-    return node.name.startswith("test") and not (
-        arguments.args or arguments.posonlyargs or arguments.kwonlyargs
-    )
-
-
-def _test_units(tree: ast.Module) -> bool:
-    """Top-level ``test*`` functions without arguments or a class deriving from ``TestCase``: what
-    the execution harness calls (filters/execution/harness.py)."""
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and _bare_test(node):
-            return True
-        if isinstance(node, ast.ClassDef):
-            bases = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases]
-            if "TestCase" in bases:
-                return True
-    return False
-
-
-def _asserts_on(tree: ast.Module, name: str) -> bool:
-    """Whether a top-level assert (outside any function or class, so it runs) names ``name``."""
-    pending: list[ast.AST] = list(tree.body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            continue
-        if isinstance(node, ast.Assert):
-            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.test)):
-                return True
-            continue
-        pending.extend(ast.iter_child_nodes(node))
-    return False
 
 
 def seeds_to_table(tasks: list[SeedTask], batch: str) -> pa.Table:

@@ -68,6 +68,23 @@ def test_mbpp_style_tests_are_code_seeds(tmp_path: Path) -> None:
     # without "kind", tests and an entry point make a code seed
     (task,) = read_seeds(_jsonl(tmp_path, {k: v for k, v in mbpp.items() if k != "kind"}))
     assert task.kind == "code"
+    # MBPP's own row: its test_list as a list of assert lines and no entry point (both were refused:
+    # "field 'tests' must be text", "field 'entry_point' is missing"); the asserts name the function
+    native = {
+        "id": "c3",
+        "instruction": CODE["instruction"],
+        "tests": ["assert add(1, 2) == 3", "assert add(0, 0) == 0"],
+    }
+    (task,) = read_seeds(_jsonl(tmp_path, native))
+    assert (task.kind, task.entry_point, task.tests) == (
+        "code",
+        "add",
+        "assert add(1, 2) == 3\nassert add(0, 0) == 0",
+    )
+    # asserts that call two functions (builtins aside) do not settle it: the entry point is asked for
+    two = {**native, "tests": ["assert sorted(add(1, 2)) == sub(3, 0)"]}
+    with pytest.raises(SeedError, match="field 'entry_point' is missing"):
+        read_seeds(_jsonl(tmp_path, two))
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,108 @@
+"""What a code seed's tests must look like: the shapes the execution harness runs
+(filters/execution/harness.py), checked by parsing alone (seed code never runs outside the sandbox).
+A seed with MBPP-style tests may leave out ``entry_point``: the one function its top-level asserts
+call is the entry point (:func:`called_entry`).
+
+Tests are text, or a list of lines (MBPP's ``test_list``: ``["assert f(1) == 2", ...]``), joined
+into one program as ``ptf judge --tests-column`` joins them. They must define ``check(candidate)``
+(HumanEval), assert on the entry point at top level (MBPP), or define ``test*`` functions without
+arguments or a ``unittest.TestCase`` (pytest, unittest).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import Any
+
+from ptfactory.errors import SeedError
+
+__all__ = ["called_entry", "check_code_fields", "tests_text"]
+
+
+def tests_text(value: Any) -> Any:
+    """A list of assert lines joined into one program; any other value as it is (the caller
+    checks that it is text)."""
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return "\n".join(v.rstrip("\n") for v in value)
+    return value
+
+
+def called_entry(tests: str | None) -> str | None:
+    """The function MBPP-style tests call when a seed names no entry point: the one name, not a
+    builtin, that the top-level asserts call (``assert minimum(1, 2) == 1`` -> ``minimum``); None
+    when there is none or several, or the tests do not parse (the caller then says what is missing)."""
+    try:
+        tree = ast.parse(tests or "")
+    except SyntaxError:
+        return None
+    called = {
+        node.func.id
+        for statement in tree.body
+        if isinstance(statement, ast.Assert)
+        for node in ast.walk(statement.test)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and not hasattr(builtins, node.func.id)
+    }
+    return called.pop() if len(called) == 1 else None
+
+
+def check_code_fields(where: str, entry_point: str | None, tests: str | None) -> None:
+    if entry_point is None:
+        raise SeedError(f"{where}: field 'entry_point' is missing; code seeds name the function to test")
+    if not entry_point.isidentifier():
+        raise SeedError(f"{where}: field 'entry_point' is {entry_point!r}, not a Python function name")
+    if tests is None:
+        raise SeedError(
+            f"{where}: field 'tests' is missing; code seeds need tests: a check(candidate) or top-level asserts"
+        )
+    try:
+        tree = ast.parse(tests)  # parsing only: seed code is never executed outside the sandbox
+    except SyntaxError as exc:
+        raise SeedError(
+            f"{where}: field 'tests' is not valid Python ({exc.msg}, line {exc.lineno})"
+        ) from None
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body) and not (
+        _asserts_on(tree, entry_point) or _test_units(tree)
+    ):
+        raise SeedError(
+            f"{where}: field 'tests' neither defines check(candidate) (HumanEval-style), nor asserts "
+            f"on {entry_point}(...) at top level (MBPP-style), nor defines test functions without "
+            "arguments (pytest-style) or a unittest.TestCase class"
+        )
+
+
+def _bare_test(node: ast.FunctionDef) -> bool:
+    arguments = node.args
+    return node.name.startswith("test") and not (
+        arguments.args or arguments.posonlyargs or arguments.kwonlyargs
+    )
+
+
+def _test_units(tree: ast.Module) -> bool:
+    """Top-level ``test*`` functions without arguments or a class deriving from ``TestCase``: what
+    the execution harness calls (filters/execution/harness.py)."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and _bare_test(node):
+            return True
+        if isinstance(node, ast.ClassDef):
+            bases = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases]
+            if "TestCase" in bases:
+                return True
+    return False
+
+
+def _asserts_on(tree: ast.Module, name: str) -> bool:
+    """Whether a top-level assert (outside any function or class, so it runs) names ``name``."""
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        if isinstance(node, ast.Assert):
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.test)):
+                return True
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return False
