@@ -20,8 +20,8 @@ classes (each test method one assertion). Tests that only define functions or cl
 calls (``check`` without an entry point) fail with "no test ran": 0 of 0 assertions is no pass.
 
 The solution loads as the module ``solution`` (its ``if __name__ == "__main__":`` block does not
-run; tests may ``from solution import f``), less its top-level statements that read standard
-input: there is none in the sandbox, so a demo line such as ``print(inc(int(input())))`` after a
+run; tests may ``from solution import f``), less its top-level statements that call ``input()``:
+there is no input in the sandbox, so a demo line such as ``print(inc(int(input())))`` after a
 right ``inc`` could only fail it with EOFError. An entry point defined only as a method of a
 solution's class (``class Solution: def two_sum(self, ...)``) is called on an instance.
 
@@ -151,16 +151,16 @@ def _nodes(node: _ast.AST) -> list[_ast.AST]:
 
 
 def _reads_stdin(node: _ast.AST) -> bool:
-    """A statement that calls ``input()`` or touches ``sys.stdin``."""
+    """A statement that calls ``input()`` (with no input it can only raise EOFError; a read of
+    ``sys.stdin`` gets an empty text and may be harmless, so it stays)."""
     return any(
-        (isinstance(n, _ast.Call) and isinstance(n.func, _ast.Name) and n.func.id == "input")
-        or (isinstance(n, _ast.Attribute) and n.attr == "stdin")
+        isinstance(n, _ast.Call) and isinstance(n.func, _ast.Name) and n.func.id == "input"
         for n in _nodes(node)
     )
 
 
 def _without_stdin_demo(tree: _ast.Module) -> _ast.Module:
-    """The solution less its top-level statements that read standard input: a reply's demo
+    """The solution less its top-level statements that call ``input()``: a reply's demo
     (``print(inc(int(input())))``) after the function the tests call. There is no input here, so
     such a line can only raise EOFError; definitions that read it are kept (called, they fail)."""
     defines = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)
