@@ -23,7 +23,8 @@ The solution loads as the module ``solution`` (its ``if __name__ == "__main__":`
 run; tests may ``from solution import f``), less its top-level statements that call ``input()``:
 there is no input in the sandbox, so a demo line such as ``print(inc(int(input())))`` after a
 right ``inc`` could only fail it with EOFError. An entry point defined only as a method of a
-solution's class (``class Solution: def two_sum(self, ...)``) is called on an instance.
+solution's class (``class Solution: def two_sum(self, ...)``) is called on an instance. The
+sandbox has no pytest: pytest-style tests get a stand-in module with ``raises`` and ``approx``.
 
 ``total`` is the number of assertions evaluated (an assert in a loop counts each time); when the
 run stops early (an exception outside an assert, a solution that does not import) it is at least
@@ -195,6 +196,60 @@ def _from_tests(value: object) -> bool:
     return code is not None and code.co_filename == "tests.py"
 
 
+class _RaisesContext:
+    """``with pytest.raises(E, match=...)``: the block must raise ``E`` (its message matching)."""
+
+    def __init__(self, expected: type[BaseException], match: str | None = None) -> None:
+        self.expected, self.match, self.value = expected, match, None
+
+    def __enter__(self) -> _RaisesContext:
+        return self
+
+    def __exit__(self, kind: object, value: BaseException | None, trace: object) -> bool:
+        if value is None:
+            raise AssertionError(f"DID NOT RAISE {self.expected}")
+        if not isinstance(value, self.expected):
+            return False  # another exception goes on, as in pytest
+        if self.match is not None:
+            import re  # only for a match: no start-up cost for every job
+
+            if not re.search(self.match, str(value)):
+                raise AssertionError(f"{str(value)!r} does not match {self.match!r}")
+        self.value = value  # type: ignore[assignment]
+        return True
+
+
+class _Approx:
+    """``x == pytest.approx(y)``: within ``rel`` (1e-6) of ``y``, or ``abs`` (1e-12)."""
+
+    __hash__ = None  # type: ignore[assignment]  # compared, never hashed (as pytest's)
+
+    def __init__(self, expected: float, rel: float = 1e-6, abs: float = 1e-12) -> None:
+        self.expected, self.tolerance = expected, max(rel * (expected if expected > 0 else -expected), abs)
+
+    def __eq__(self, other: object) -> bool:
+        try:
+            return bool(-self.tolerance <= other - self.expected <= self.tolerance)  # type: ignore[operator]
+        except TypeError:
+            return False
+
+    def __repr__(self) -> str:
+        return f"approx({self.expected!r})"
+
+
+def _pytest_shim() -> None:
+    """A ``pytest`` module with ``raises`` and ``approx`` where pytest is not installed (the
+    sandbox image has none), so pytest-style tests that use them run instead of failing on the
+    import; tests that need more of pytest (fixtures, marks) fail as before."""
+    try:
+        import pytest  # noqa: F401  # a real one wins
+    except ImportError:
+        module = type(sys)("pytest")
+        module.raises = _RaisesContext  # type: ignore[attr-defined]
+        module.approx = _Approx  # type: ignore[attr-defined]
+        sys.modules["pytest"] = module
+
+
 def _test_functions(namespace: dict[str, object]) -> int:
     """Call the tests' own ``test*`` functions that take no argument (pytest style), in order; one
     that raises is a failed assertion at its ``def`` line. How many were called."""
@@ -264,6 +319,7 @@ def run(solution: str, tests: str, entry_point: str | None) -> None:
         # prompt + completion does: a reply's ``if __name__ == "__main__":`` demo (often an
         # ``input()``) stays out of the run, and tests that ``from solution import f`` find it.
         # The tests run as ``__main__`` with the solution's names, as they would in its file.
+        _pytest_shim()
         module = type(sys)("solution")
         sys.modules["solution"] = module
         parsed = compile(solution, "solution.py", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)

@@ -113,6 +113,26 @@ def test_a_main_block_a_class_and_an_import_of_the_solution(sandbox: DockerSandb
 
 
 @pytest.mark.integration
+def test_pytest_style_tests_may_use_raises_and_approx(sandbox: DockerSandbox) -> None:
+    # the sandbox has no pytest: `import pytest` failed every solution (ModuleNotFoundError); the
+    # harness's stand-in gives raises and approx, and a wrong solution still fails each check
+    tests = (
+        "import pytest\n\n"
+        "def test_value():\n    assert inc(0.1) == pytest.approx(1.1)\n\n"
+        "def test_bad_input():\n    with pytest.raises(TypeError, match='number'):\n        inc('a')\n"
+    )
+    right = "def inc(x):\n    if not isinstance(x, (int, float)):\n        raise TypeError('a number, please')\n    return x + 1\n"
+    wrong = "def inc(x):\n    return x + 2\n"
+    verdicts = CodeVerifier(sandbox).verify_many([row(right, tests=tests), row(wrong, tests=tests)])
+    assert [v.verdict for v in verdicts] == ["pass", "fail"], [
+        v.evidence.get("stderr_tail") for v in verdicts
+    ]
+    # the wrong one fails both: its approx assert, and the raises block (a TypeError whose message
+    # does not match); a test function that raises counts once, as one failed assertion
+    assert (verdicts[1].evidence["assertions_passed"], verdicts[1].evidence["assertions_total"]) == (0, 2)
+
+
+@pytest.mark.integration
 def test_a_recorded_execution_is_not_run_again(sandbox: DockerSandbox) -> None:
     recorded = {"status": "failed", "exit_code": 1, "stderr_tail": "tests.py:2: raised ValueError: no\n",
                 "assertions_passed": 2, "assertions_total": 3}  # fmt: skip
