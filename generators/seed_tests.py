@@ -3,8 +3,8 @@
 A seed with MBPP-style tests may leave out ``entry_point``: the one function its top-level asserts
 call is the entry point (:func:`called_entry`).
 
-Tests are text, or a list of lines (MBPP's ``test_list``: ``["assert f(1) == 2", ...]``), joined
-into one program as ``ptf judge --tests-column`` joins them. They must define ``check(candidate)``
+Tests are text, or a list of lines (MBPP's ``test_list``) that ``filters.verify.inputs.tests_text``
+joins, as for ``ptf judge --tests-column``. They must define ``check(candidate)``
 (HumanEval), assert on the entry point at top level (MBPP), or define ``test*`` functions without
 arguments or a ``unittest.TestCase`` (pytest, unittest).
 """
@@ -13,19 +13,10 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import Any
 
 from ptfactory.errors import SeedError
 
-__all__ = ["called_entry", "check_code_fields", "tests_text"]
-
-
-def tests_text(value: Any) -> Any:
-    """A list of assert lines joined into one program; any other value as it is (the caller
-    checks that it is text)."""
-    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
-        return "\n".join(v.rstrip("\n") for v in value)
-    return value
+__all__ = ["called_entry", "check_code_fields"]
 
 
 def called_entry(tests: str | None) -> str | None:

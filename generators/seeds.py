@@ -33,8 +33,8 @@ import pyarrow.parquet as pq
 
 from ptfactory.errors import SeedError
 from ptfactory.filters.verify.base import canonical_json
-from ptfactory.filters.verify.inputs import reference_answer, reference_record
-from ptfactory.generators.seed_tests import called_entry, check_code_fields, tests_text
+from ptfactory.filters.verify.inputs import reference_answer, reference_record, tests_text
+from ptfactory.generators.seed_tests import called_entry, check_code_fields
 from ptfactory.storage.jsonl import json_objects, type_name
 from ptfactory.storage.schema import from_records, sample_id
 from ptfactory.version import code_version

@@ -319,7 +319,8 @@ def run(solution: str, tests: str, entry_point: str | None) -> None:
         # prompt + completion does: a reply's ``if __name__ == "__main__":`` demo (often an
         # ``input()``) stays out of the run, and tests that ``from solution import f`` find it.
         # The tests run as ``__main__`` with the solution's names, as they would in its file.
-        _pytest_shim()
+        if "pytest" in tests:  # the import search only for tests that name it, not every job
+            _pytest_shim()
         module = type(sys)("solution")
         sys.modules["solution"] = module
         parsed = compile(solution, "solution.py", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)

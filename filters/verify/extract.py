@@ -96,14 +96,14 @@ _PLAIN_ROOT = re.compile(r"(?<![\\\w.])sqrt\s*\(([^()\n]*)\)|√\s*(\d+(?:\.\d+)
 # an expected answer that lists solutions: "2, 3", "x = 2 or x = 3", "-1 and 4" (no brackets)
 _SET = re.compile(rf"(?:[a-z]\s*=\s*)?(?:{_NUM})(?:\s*(?:,|;|\band\b|\bor\b)\s*(?:[a-z]\s*=\s*)?(?:{_NUM}))+")
 # minus sign, en dash, figure dash; a vulgar fraction as a mixed number's tail ("2½" -> "2 1/2")
-_DASHES = str.maketrans(
+_READ_AS = str.maketrans(
     {"\u2212": "-", "\u2013": "-", "\u2012": "-", "\u2044": "/"}
     | {c: " " + unicodedata.normalize("NFKC", c).replace("\u2044", "/") for c in "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞"}
 )
 # a bold span inside a stated answer ("**12** apples"); "2**10" (a power) has no pair around it
 _BOLD = re.compile(r"(?<!\S)(\*\*|__)([^*_\n]+?)\1(?!\S)")
 _SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
-_SCALE_AFTER = re.compile(r"(?:\s+(?:thousand|million|billion|trillion)\b)?", re.I)
+_SCALE_AFTER = re.compile(rf"(?:\s+(?:{'|'.join(_SCALES)})\b)?", re.I)
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def _strip_wrappers(text: str) -> str:
 def normalize_answer(span: str) -> str | None:
     """A stated answer span as the short string to compare (see the module docstring); None if
     nothing is left."""
-    text = _strip_wrappers(_BOLD.sub(r"\2", span.translate(_DASHES).strip()))
+    text = _strip_wrappers(_BOLD.sub(r"\2", span.translate(_READ_AS).strip()))
     text = re.sub(r"^[*_]+\s*|\s*[*_]+$", "", text)  # "**Answer:** 18": the bold's closing half
     text = _CURRENCY.sub("", text).strip()
     text = _THOUSANDS.sub("", text)
@@ -303,7 +303,7 @@ def extract(text: str | None, *, fallback: bool = True, like: str | None = None)
     changes nothing."""
     if not text or not text.strip():
         return None
-    text = _PLAIN_ROOT.sub(_root, text.translate(_DASHES))
+    text = _PLAIN_ROOT.sub(_root, text.translate(_READ_AS))
     kind = kind_of(like)
     if kind is not None:
         return _of_kind(kind, text, fallback)

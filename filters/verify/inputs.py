@@ -19,7 +19,7 @@ import pyarrow as pa
 from ptfactory.errors import UserInputError
 from ptfactory.filters.verify.extract import extract, normalize_answer
 
-__all__ = ["reference_answer", "reference_record", "verifier_inputs"]
+__all__ = ["reference_answer", "reference_record", "tests_text", "verifier_inputs"]
 
 
 def reference_answer(text: Any, *, stated: bool = True) -> str | None:
@@ -84,11 +84,16 @@ def _text(value: Any, flag: str, row: int) -> str | None:
     raise UserInputError(f"row {row}: {flag} holds {type(value).__name__}, not text")
 
 
-def _tests(value: Any, row: int) -> str | None:
-    """A row's tests as one program: a list of assert lines (MBPP's ``test_list``) is joined."""
+def tests_text(value: Any) -> Any:
+    """Tests as one program: a list of assert lines (MBPP's ``test_list``) joined, any other value
+    as it is (the caller checks that it is text). Seed files and ``--tests-column`` read tests so."""
     if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        return "\n".join(v.rstrip("\n") for v in value) or None
-    return _text(value, "--tests-column", row)
+        return "\n".join(v.rstrip("\n") for v in value)
+    return value
+
+
+def _tests(value: Any, row: int) -> str | None:
+    return _text(tests_text(value), "--tests-column", row)
 
 
 def verifier_inputs(
