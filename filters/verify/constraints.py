@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -69,8 +70,42 @@ STARTS_WITH = "startend:starts_with"
 @functools.cache
 def _registry() -> dict[str, Any]:
     from if_verifiable.ifeval.instructions_registry import INSTRUCTION_DICT
+    from langdetect import DetectorFactory
 
+    # langdetect draws from an unseeded generator: the same reply could pass and then fail
+    DetectorFactory.seed = 0
     return dict(INSTRUCTION_DICT)
+
+
+# Each argument's shape. IFEval draws a random value for a negative number, an empty list or a
+# letter that is not one ASCII letter, and iterates a string given for a list: such a spec would
+# check something nobody asked for, so it is refused with the argument's name.
+_COUNTS = frozenset(
+    {"num_sentences", "num_placeholders", "num_bullets", "num_highlights", "num_sections", "num_paragraphs",
+     "frequency", "num_words", "let_frequency", "capital_frequency"}
+)  # fmt: skip
+_WORD_LISTS = frozenset({"keywords", "forbidden_words"})
+_REGEX_ARGS = frozenset({"keyword", "keywords"})  # IFEval searches these as regular expressions
+
+
+def _argument_problem(name: str, value: Any) -> str | None:
+    if name in _COUNTS or name == "nth_paragraph":
+        least = 1 if name == "nth_paragraph" else 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            return f"{name} must be a whole number >= {least}, got {value!r}"
+    elif name in _WORD_LISTS:
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(w, str) and w.strip() for w in value)
+        ):
+            return f"{name} must be a non-empty list of words, got {value!r} (a single word: [{value!r}])"
+    elif name == "letter":
+        if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z]", value):
+            return f"letter must be one ASCII letter, got {value!r}"
+    elif not isinstance(value, str) or not value.strip():
+        return f"{name} must be non-empty text, got {value!r}"
+    return None
 
 
 def _resolve(kind: str) -> str | None:
@@ -95,7 +130,24 @@ class _StartsWith:
         self.phrase = start_phrase.strip().lower()
 
     def check_following(self, value: str) -> bool:
-        return value.strip().lower().startswith(self.phrase)
+        text = value.strip().lower()
+        after = text[len(self.phrase) : len(self.phrase) + 1]
+        # "Dear team" does not start "Dear teammates": a phrase ending in a letter ends a word
+        return text.startswith(self.phrase) and not (self.phrase[-1].isalnum() and after.isalnum())
+
+
+class _ForbiddenWords:
+    """``keywords:forbidden_words`` as IFEval checks it (whole words, any case), with the words taken
+    literally: IFEval puts ``\\b`` around each word as a regular expression, so "C++" or "$5" never
+    matched where they stand."""
+
+    def __init__(self, forbidden_words: list[str]) -> None:
+        self.patterns = [
+            re.compile(rf"(?<!\w){re.escape(w.strip())}(?!\w)", re.IGNORECASE) for w in forbidden_words
+        ]
+
+    def check_following(self, value: str) -> bool:
+        return not any(p.search(value) for p in self.patterns)
 
 
 def _build(spec: Mapping[str, Any]) -> tuple[str, Any]:
@@ -117,6 +169,16 @@ def _build(spec: Mapping[str, Any]) -> tuple[str, Any]:
     if missing or extra:
         wrong = f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}"
         raise ValueError(f"{kind}: {wrong}; its arguments: {', '.join(needed) or 'none'}")
+    for name, value in kwargs.items():
+        if problem := _argument_problem(name, value):
+            raise ValueError(f"{kind}: {problem}")
+    if kwargs.get("nth_paragraph", 0) > kwargs.get("num_paragraphs", 0) >= 1:
+        raise ValueError(f"{kind}: nth_paragraph {kwargs['nth_paragraph']} is past num_paragraphs")
+    if kind == "keywords:forbidden_words":
+        return kind, _ForbiddenWords(kwargs["forbidden_words"])
+    # IFEval searches keywords as regular expressions: "C++" would match any c, "$5" nothing
+    kwargs = {k: ([re.escape(w) for w in v] if isinstance(v, list) else re.escape(v)) if k in _REGEX_ARGS else v
+              for k, v in kwargs.items()}  # fmt: skip
     try:
         checker.build_description(**kwargs)
     except Exception as exc:  # IFEval validates with asserts and ValueErrors
@@ -131,10 +193,14 @@ def constraint_problem(specs: Any) -> str | None:
     for index, spec in enumerate(specs):
         try:
             kind, checker = _build(spec)
+        except ValueError as exc:  # the sentence goes to the user
+            return f"constraint {index}: {exc}"
+        try:
             if kind not in OFFLINE_UNAVAILABLE:
                 checker.check_following("A response. With two sentences")  # arguments of a bad type
-        except Exception as exc:  # the sentence goes to the user
-            return f"constraint {index}: {exc}"
+        except Exception as exc:
+            args = {k: v for k, v in spec.items() if k != "type"}
+            return f"constraint {index}: {kind}: bad arguments {args} ({type(exc).__name__}: {exc})"
     return None
 
 
@@ -176,6 +242,8 @@ class ConstraintsVerifier(Verifier):
         if not response.strip():
             return self.abstain("no_response")
         text = _strip_thinking(response)
+        if not text.strip():  # an unclosed <think>: the reply never got to its answer
+            return self.abstain("no_answer")
         checks = []
         for spec in specs:
             held = check_constraint(spec, text)

@@ -93,7 +93,64 @@ def test_specs_are_checked() -> None:
         constraint_problem([{"type": "no_comma"}, {"type": "no_comma", "x": 1}]) or ""
     )
     bad_type = constraint_problem([{"type": "number_words", "relation": "less than", "num_words": "ten"}])
-    assert bad_type and "bad arguments" in bad_type
+    assert bad_type and "num_words must be a whole number >= 0, got 'ten'" in bad_type
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [  # IFEval draws a random value for each of these, or iterates a word's letters
+        ({"type": "number_bullet_lists", "num_bullets": -1}, "num_bullets"),
+        ({"type": "number_words", "relation": "at least", "num_words": True}, "num_words"),
+        ({"type": "keywords:existence", "keywords": []}, "keywords"),
+        ({"type": "keywords:existence", "keywords": "budget"}, "keywords"),
+        ({"type": "keywords:forbidden_words", "forbidden_words": "cheap"}, "forbidden_words"),
+        ({"type": "keywords:frequency", "keyword": "", "frequency": 2, "relation": "at least"}, "keyword"),
+        (
+            {"type": "letter_frequency", "letter": "ab", "let_frequency": 2, "let_relation": "at least"},
+            "letter",
+        ),
+        ({"type": "end_checker", "end_phrase": ""}, "end_phrase"),
+        ({"type": "end_checker", "end_phrase": 5}, "end_phrase"),
+        ({"type": "postscript", "postscript_marker": ""}, "postscript_marker"),
+        (
+            {"type": "nth_paragraph_first_word", "num_paragraphs": 1, "nth_paragraph": 5, "first_word": "so"},
+            "nth_paragraph",
+        ),
+    ],
+)
+def test_a_spec_whose_check_would_be_random_is_refused(spec: dict[str, Any], named: str) -> None:
+    problem = constraint_problem([spec])
+    assert problem and named in problem, problem
+
+
+def test_words_are_literal_a_phrase_starts_a_word_and_a_reply_that_only_thinks_has_no_answer() -> None:
+    verifier = ConstraintsVerifier()
+    cases = [
+        ("The ticket costs $5 at the door.", {"type": "keywords:existence", "keywords": ["$5"]}, "pass"),
+        ("I would pick Rust for this project.", {"type": "keywords:existence", "keywords": ["C++"]}, "fail"),
+        ("It ships in version 305.", {"type": "keywords:existence", "keywords": ["3.5"]}, "fail"),
+        ("I love C++ a lot.", {"type": "keywords:forbidden_words", "forbidden_words": ["C++"]}, "fail"),
+        ("I love Rust.", {"type": "keywords:forbidden_words", "forbidden_words": ["C++"]}, "pass"),
+        ("Cheaper is better.", {"type": "keywords:forbidden_words", "forbidden_words": ["cheap"]}, "pass"),
+        ("Cheap is better.", {"type": "keywords:forbidden_words", "forbidden_words": ["cheap"]}, "fail"),
+        ("a.b a.b axb", {"type": "keywords:frequency", "keyword": "a.b", "frequency": 3, "relation": "at least"},
+         "fail"),
+        ("Dear teammates and friends, welcome.", {"type": "starts_with", "start_phrase": "Dear team"}, "fail"),
+        ("Dear team, welcome.", {"type": "starts_with", "start_phrase": "Dear team"}, "pass"),
+        ("<think>The user wants a list, let me think", {"type": "forbidden_words", "forbidden_words": ["x"]},
+         "abstain"),
+    ]  # fmt: skip
+    got = verifier.verify_many([row(reply, [spec]) for reply, spec, _ in cases])
+    assert [v.verdict for v in got] == [want for _, _, want in cases]
+    assert got[-1].reason == "no_answer"
+
+
+def test_the_language_check_gives_one_verdict_per_reply() -> None:
+    spec = [{"type": "response_language", "language": "en"}]
+    verdicts = {
+        ConstraintsVerifier().verify(row("sure thing, see you at noon", spec)).verdict for _ in range(30)
+    }
+    assert len(verdicts) == 1
 
 
 def test_not_applicable_without_constraints() -> None:
