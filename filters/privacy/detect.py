@@ -26,11 +26,22 @@ Rules on top of the libraries, each because of a false redaction measured on ben
 - Well-known test card numbers (Visa 4111 1111 1111 1111, Mastercard 5555 5555 5555 4444 ...) are
   not personal data anywhere.
 
+- A bare run of digits that passes the Luhn check is a card only beside card words ("card",
+  "visa", "payment", "account" ...): a 13-digit timestamp, an order number or a snowflake id passes
+  one time in ten. A dotted quad after "version"/"build" or inside a longer dotted number (an SNMP
+  OID) is not an IP address.
+- personal_formats.py: lower-case IBANs, a labelled bare SSN, obfuscated e-mail addresses, a
+  labelled date of birth.
+
 Secrets: detect-secrets' pattern plugins (cloud and SaaS keys and tokens, JWTs, basic-auth URLs,
 private-key headers) and its keyword plugin (``password = "..."``), plus two plugins of ours for
-formats it lacks (secret_formats.py: vendor token prefixes, unquoted assignments); PEM private keys
-are taken whole (header to footer). Its entropy plugins are left out: they fire on every hash, UUID and
-base64 literal in code. Its public-IP plugin is left out: Presidio finds IPs.
+formats it lacks (secret_formats.py: vendor token prefixes; credentials.py's rules: values under a
+secret's name, headers, command lines ...); PEM and PGP private keys are taken whole (header to
+footer), a PuTTY key's private lines too, and an AWS console CSV's secret column. Every finding
+passes credentials.py's checks (a placeholder, ``...EXAMPLE`` or a run of one character is no
+secret; a keyword-plugin value too short, a path or a name is none either). Its entropy plugins
+are left out: they fire on every hash, UUID and base64 literal in code. Its public-IP plugin is
+left out: Presidio finds IPs.
 """
 
 from __future__ import annotations
@@ -41,6 +52,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+from ptfactory.filters.privacy.credentials import credible, csv_secrets, name_before, not_a_secret
+from ptfactory.filters.privacy.personal_formats import extra_personal
 
 __all__ = ["SECRET_PLUGINS", "TEST_CARDS", "Finding", "find"]
 
@@ -101,7 +115,14 @@ TEST_CARDS = frozenset(
         "6200000000000005",
     }
 )
-_PEM = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S)
+_PEM = re.compile(
+    r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+    re.S,
+)  # PGP's "PRIVATE KEY BLOCK" too
+# a PuTTY .ppk file's private part: the lines after Private-Lines, and its MAC
+_PPK = re.compile(
+    r"^Private-Lines:\s*\d+\s*\n((?:[A-Za-z0-9+/=]+\r?\n?)+(?:Private-(?:MAC|Hash):[^\n]*)?)", re.M
+)
 _PHONE_MARK = re.compile(r"[+\s().-]")
 _HEX_GROUP = re.compile(r"[0-9A-Fa-f]+")
 _EXT = r"(?:\s?(?:x|ext\.?)\s?\d{1,6})?"
@@ -116,6 +137,11 @@ _NANP = (
 )
 _INTL = _EDGE_L + r"\+\d{1,3}[-. ]?\(?\d{1,4}\)?(?:[-. ]?\d{2,4}){2,4}" + _EXT + _EDGE_R
 _TRUNK = _EDGE_L + r"0\d{2,5}[ /-]\d{3,8}" + _EDGE_R  # national layouts with a trunk 0 (030 1234567)
+_VERSION_WORD = re.compile(r"(?i)(?:\bv|\bversion|\bver\.?|\bbuild|\brelease|\bfirmware|\brev\.?|\boid)\s*$")
+_CARD_WORDS = re.compile(
+    r"(?i)card|credit|debit|visa|master|amex|american express|discover|maestro|diners|jcb|unionpay|"
+    r"\bcc\b|cc_?n|\bpan\b|payment|charged|billing|cvv|account|acct|kreditkarte|karte|carte|tarjeta|cartão"
+)
 _PHONE_WORDS = re.compile(
     r"(?i)\b(phone|call|tel|mobile|cell|contact|reach|text|sms|fax|whatsapp|dial|number)\w*"
 )
@@ -126,27 +152,35 @@ _MORE_CARDS = (
 )
 
 
-def _plausible(kind: str, value: str, before: str) -> bool:
+def _plausible(kind: str, value: str, text: str, start: int, end: int) -> bool:
     """The rules above: False for a match that is most likely not what its recognizer says."""
-    text = value.strip()
+    value = value.strip()
+    before, after = text[max(0, start - 48) : start], text[end : end + 24]
     if kind == "PHONE_NUMBER":
-        if text.isdigit():  # a bare run: a phone number only where the words before say so
-            return 10 <= len(text) <= 12 and bool(_PHONE_WORDS.search(before))
-        digits = sum(c.isdigit() for c in text)
-        groups = len(re.findall(r"\d+", text))
-        marked = text.startswith(("+", "(", "0")) or groups >= 3
+        if value.isdigit():  # a bare run: a phone number only where the words before say so
+            return 10 <= len(value) <= 12 and bool(_PHONE_WORDS.search(before))
+        digits = sum(c.isdigit() for c in value)
+        groups = len(re.findall(r"\d+", value))
+        marked = value.startswith(("+", "(", "0")) or groups >= 3
         return (
             marked
-            and bool(_PHONE_MARK.search(text))
-            and " - " not in text
-            and digits >= (8 if text.startswith("+") else 10)
+            and bool(_PHONE_MARK.search(value))
+            and " - " not in value
+            and digits >= (8 if value.startswith("+") else 10)
         )
     if kind == "IP_ADDRESS":
-        if ":" in text:
-            return len(_HEX_GROUP.findall(text)) >= 3
-        return not (text.startswith("127.") or text == "0.0.0.0")
+        if ":" in value:
+            return len(_HEX_GROUP.findall(value)) >= 3
+        # a version (4.2.1.1, v10.0.19041.1) or a longer dotted number (an SNMP OID) is no address
+        if _VERSION_WORD.search(before) or re.match(r"\.\d", after) or re.search(r"\d\.$", before):
+            return False
+        return not (value.startswith("127.") or value == "0.0.0.0")
     if kind == "CREDIT_CARD":
-        return re.sub(r"\D", "", text) not in TEST_CARDS
+        if re.sub(r"\D", "", value) in TEST_CARDS:
+            return False
+        # one run of digits is a card only beside card words: a 13-digit timestamp, an order number
+        # or a snowflake id passes the Luhn check one time in ten
+        return not value.isdigit() or bool(_CARD_WORDS.search(before[-64:] + " " + after))
     return True
 
 
@@ -227,15 +261,16 @@ _MAYBE_PERSONAL = re.compile(
 
 
 def _personal(text: str, entities: tuple[str, ...]) -> list[Finding]:
+    # our rules for forms Presidio misses (cheap regular expressions: every text)
+    found = [Finding(k, s, e, text[s:e], False) for k, s, e in extra_personal(text, entities)]
     if not _MAYBE_PERSONAL.search(text):
-        return []
-    found = []
+        return found
     for result in _analyzer(entities).analyze(
         text, language="en", entities=list(entities), score_threshold=0.3
     ):
         value = text[result.start : result.end]
         kind = result.entity_type
-        if not _plausible(kind, value, text[max(0, result.start - 48) : result.start]):
+        if not _plausible(kind, value, text, result.start, result.end):
             continue
         found.append(Finding(kind, result.start, result.end, value, secret=False))
     return found
@@ -243,28 +278,52 @@ def _personal(text: str, entities: tuple[str, ...]) -> list[Finding]:
 
 def _secrets(text: str) -> list[Finding]:
     found = [Finding("PRIVATE_KEY", m.start(), m.end(), m.group(0), True) for m in _PEM.finditer(text)]
+    found += [
+        Finding("PRIVATE_KEY", m.start(1), m.end(), text[m.start(1) : m.end()], True)
+        for m in _PPK.finditer(text)
+    ]
+    found += [Finding("CREDENTIAL", s, e, text[s:e], True) for s, e in csv_secrets(text)]
     offset = 0
     for line in text.splitlines(keepends=True):
         for plugin, kind in _plugins():
-            for secret in plugin.analyze_line(filename="row.py", line=line, line_number=1):
-                value = secret.secret_value or ""
-                if not value or "PRIVATE KEY" in value:
+            for start, end in _spans(plugin, kind, line):
+                value = line[start:end]
+                if "PRIVATE KEY" in value or not_a_secret(value):
                     continue
-                # a pattern plugin may report only a group of its match (GitHub: the "ghp" prefix):
-                # take the whole match that holds the reported value
-                spans = [
-                    m.span()
-                    for pattern in getattr(plugin, "denylist", ())
-                    for m in pattern.finditer(line)
-                    if value in m.group(0) and kind != "CREDENTIAL"
-                ]
-                if not spans:
-                    at = line.find(value)
-                    spans = [(at, at + len(value))] if at >= 0 else []
-                for start, end in spans:
-                    found.append(Finding(kind, offset + start, offset + end, line[start:end], True))
+                found.append(Finding(kind, offset + start, offset + end, value, True))
         offset += len(line)
     return found
+
+
+def _spans(plugin: Any, kind: str, line: str) -> list[tuple[int, int]]:
+    """Where ``plugin`` finds secrets in ``line``."""
+    name = type(plugin).__name__  # detect-secrets is imported on first use (_plugins), not here
+    if name == "AssignedSecretDetector":
+        return list(plugin.spans(line))
+    if name == "TokenFormatDetector":  # ours: the value group where a rule has one
+        return [m.span(1 if m.re.groups else 0) for rule in plugin.denylist for m in rule.finditer(line)]
+    spans = []
+    for secret in plugin.analyze_line(filename="row.py", line=line, line_number=1):
+        value = secret.secret_value or ""
+        if not value:
+            continue
+        # a pattern plugin may report only a group of its match (GitHub: the "ghp" prefix):
+        # take the whole match that holds the reported value
+        whole = [
+            m.span()
+            for pattern in getattr(plugin, "denylist", ())
+            for m in pattern.finditer(line)
+            if value in m.group(0) and kind != "CREDENTIAL"
+        ]
+        at = line.find(value)
+        if whole:
+            spans += whole
+        elif at >= 0 and (
+            # the keyword plugin has no minimum length: `passwd = 'x'` is not a password
+            name != "KeywordDetector" or credible(value, name_before(line, at))
+        ):
+            spans.append((at, at + len(value)))
+    return spans
 
 
 def find(text: str, entities: tuple[str, ...], secrets: bool = True) -> list[Finding]:

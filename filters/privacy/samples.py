@@ -11,6 +11,7 @@ before it is staged, so even the staged copy of a seed file holds no raw value.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ import pyarrow as pa
 
 from ptfactory.filters.execution.programs import extract_solution
 from ptfactory.filters.privacy.config import PrivacyConfig
-from ptfactory.filters.privacy.redact import redact_record
+from ptfactory.filters.privacy.redact import parses, redact_record
 from ptfactory.storage.schema import add_decision, dropped_mask, prompt_of, response_of
 
 __all__ = ["STAGE", "PrivacyStats", "clean_samples", "record_redactions", "redact_seed", "redact_table"]
@@ -120,8 +121,27 @@ def record_redactions(
     stats = PrivacyStats(rows_in=table.num_rows)
     if len(counts) != table.num_rows:
         raise ValueError(f"{len(counts)} redaction counts for {table.num_rows} rows")
-    out = _decide(table, counts, [True] * len(counts), config, stats=stats, dropped=dropped_mask(table))
+    # whether redaction broke a code row is read off the row itself: the sidecar holds counts only
+    rows = table.to_pylist()
+    consistent = [
+        not (found and _broken_by_placeholders(row)) for row, found in zip(rows, counts, strict=True)
+    ]
+    out = _decide(table, counts, consistent, config, stats=stats, dropped=dropped_mask(table))
     return out, stats
+
+
+_PLACEHOLDER = re.compile(r"<[A-Z][A-Z_]*?(?:_\d+)?>")
+
+
+def _broken_by_placeholders(row: dict[str, Any]) -> bool:
+    """A redacted code row whose code does not parse but would with its placeholders put back as a
+    literal (``return <CREDIT_CARD>`` where the seed had an int): redaction broke it. Code that did
+    not parse for other reasons is not redaction's doing."""
+    texts = (_code_texts(row) or {}).values()
+    return any(
+        text and _PLACEHOLDER.search(text) and not parses(text) and parses(_PLACEHOLDER.sub("0", text))
+        for text in texts
+    )
 
 
 def _decide(
@@ -176,5 +196,5 @@ def redact_seed(
         except Exception:
             solution = task.get("response")
         code = {"tests": task.get("tests"), "solution": solution}
-    cleaned, counts, _ = redact_record(task, config, skip=_SEED_SKIP, code=code)
+    cleaned, counts, _ = redact_record(task, config, skip=_SEED_SKIP, code=code, numbers=True)
     return cleaned, counts

@@ -10,25 +10,23 @@ Each because a planted value went through to a stored row:
   token behind; its JWT rule stops after the payload and left the signature. The prefixes are
   the vendors' (as gitleaks' rules list them); lengths are lower bounds, so a made-up key of the
   right shape is taken whole too.
-- ``AssignedSecretDetector`` (CREDENTIAL): a value assigned to a secret's name without quotes
-  (``API_KEY=...`` in a .env, ``db_password: ...`` in YAML, ``"token": "..."`` in JSON), a
-  ``Bearer`` header, "the password is ...", "the secret (key) is ...", a URL's password
-  (``postgres://user:PASSWORD@host``: detect-secrets' rule wants no reserved character in it),
-  curl's ``-u user:PASSWORD`` and .netrc's ``login NAME password PASSWORD``.
-  detect-secrets' keyword plugin reads a line as the
-  file type its name says and, for the Python we tell it, wants quotes. Only the value is taken.
-  What keeps code intact: the name must end at the keyword or continue with ``_``/``-`` and more
-  of a name (``tokenizer``, ``tokens`` and ``secrets`` are not secrets), and the value must be 8+
-  characters with a letter and a digit, end at a space, quote, comma or semicolon and not start
-  with ``$``, ``/`` or ``.`` (``tokenizer.encode(text)``, ``os.environ["KEY"]``, ``$DB_PASSWORD``
-  and paths are left alone).
+  Also: Stripe's ``sk_``/``rk_`` keys whole (its rule takes 24 characters of today's ~100) and
+  ``whsec_`` secrets, Discord tokens with a longer last part, Slack ``xapp-``, DigitalOcean
+  ``dop_v1_``, Vault ``hvs.``, Atlassian ``ATATT``, New Relic ``NRAK-``, Groq ``gsk_``,
+  Replicate ``r8_``, and a Twilio auth token (32 hex digits) beside its ``AC`` account SID.
+
+A value assigned to a secret's name, a password on a command line and the like are
+``credentials.py``'s ``AssignedSecretDetector``.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Generator, Iterator
 
 from detect_secrets.plugins.base import RegexBasedDetector
+
+from ptfactory.filters.privacy.credentials import RULES, spans
 
 __all__ = ["AssignedSecretDetector", "TokenFormatDetector"]
 
@@ -47,38 +45,35 @@ class TokenFormatDetector(RegexBasedDetector):
         re.compile(r"\bnpm_[A-Za-z0-9]{36,}" + _END),
         re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}" + _END),
         re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _END),  # a whole JWT
+        # Stripe secret and restricted keys: detect-secrets takes 24 characters, today's are ~100
+        re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{20,}" + _END),
+        re.compile(r"\bwhsec_[A-Za-z0-9+/=]{24,}" + _END),  # Stripe webhook signing secret
+        re.compile(r"\bxapp-\d-[A-Za-z0-9-]{30,}" + _END),  # Slack app-level token
+        re.compile(r"\bdo[por]_v1_[a-f0-9]{64}" + _END),  # DigitalOcean
+        re.compile(r"\bhv[sb]\.[A-Za-z0-9_-]{24,}" + _END),  # HashiCorp Vault
+        re.compile(r"\bATATT[A-Za-z0-9_=-]{30,}" + _END),  # Atlassian API token
+        re.compile(r"\bNRAK-[A-Z0-9]{27}" + _END),  # New Relic user key
+        re.compile(r"\bgsk_[A-Za-z0-9]{40,}" + _END),  # Groq
+        re.compile(r"\br8_[A-Za-z0-9]{30,}" + _END),  # Replicate
+        # Discord bot token: detect-secrets wants exactly 27 characters in the last part and left
+        # the tail of a longer one
+        re.compile(r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,}" + _END),
+        # Twilio's auth token: 32 hex digits, a secret only beside its account SID (AC + 32 hex)
+        re.compile(r"\bAC[a-f0-9]{32}[\"']?\s*[,:;]?\s*[\"']?([a-f0-9]{32})\b"),
     )
-
-
-# 8+ characters with a letter and a digit, ending at a delimiter; not a variable, a path or a call
-_VALUE = (
-    r"(?![$/.~])((?=[^\s\"'`,;]*\d)(?=[^\s\"'`,;]*[A-Za-z])[A-Za-z0-9_\-+/=.!@#%^&*~]{8,})"
-    r"(?=$|[\s\"'`,;])"
-)
-_NAME = (
-    r"(?<![A-Za-z0-9])[A-Za-z0-9_-]*"
-    r"(?:api[_-]?key|secret|token|passw(?:or)?d|passphrase|pwd|access[_-]?key|auth[_-]?key|private[_-]?key)"
-    r"(?:[_-][A-Za-z0-9_-]*)?"
-)
 
 
 class AssignedSecretDetector(RegexBasedDetector):
+    """credentials.py's rules: a value assigned to a secret's name, a password on a command line ..."""
+
     secret_type = "Secret assigned to a secret's name"
-    denylist = (
-        re.compile(_NAME + r"[\"']?\s*(?:=|:|:=|=>)\s*[\"']?" + _VALUE, re.IGNORECASE),
-        re.compile(r"\bbearer\s+" + _VALUE, re.IGNORECASE),
-        re.compile(r"\bpass(?:word|phrase|code)\s+(?:is|was)\s*:?\s*[\"']?" + _VALUE, re.IGNORECASE),
-        # "with secret wJalr...", "the secret key is ...": a secret named in prose
-        re.compile(
-            r"\bsecret(?:\s+(?:access\s+)?key)?\s+(?:is\s+|was\s+)?:?\s*[\"']?" + _VALUE, re.IGNORECASE
-        ),
-        # credentials on a command line: curl's `-u user:PASSWORD` / `--user user:PASSWORD`, and
-        # .netrc's `login NAME password PASSWORD` (no `=` or `:` before the value)
-        re.compile(r"(?:^|\s)(?:-u|--user)[\s=][\"']?[^\s:\"']+:" + _VALUE),
-        re.compile(r"\blogin\s+\S+\s+password\s+" + _VALUE, re.IGNORECASE),
-        # the password of a URL (postgres://user:PASSWORD@host): detect-secrets' BasicAuth rule
-        # takes none with a reserved character (!, $, &, ...) in it
-        re.compile(
-            r"\b[a-z][a-z0-9+.-]*://[^\s:/@\"'`]+:([^\s@/\"'`]{3,})@(?=[^\s@]*[.:/A-Za-z0-9])", re.IGNORECASE
-        ),
-    )
+    denylist = RULES
+
+    def spans(self, line: str) -> Iterator[tuple[int, int]]:
+        return spans(line)
+
+    def analyze_string(
+        self, string: str
+    ) -> Generator[str, None, None]:  # only credible values, as spans() finds
+        for start, end in spans(string):
+            yield string[start:end]

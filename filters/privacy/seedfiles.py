@@ -77,8 +77,17 @@ def _parquet(data: bytes, config: PrivacyConfig) -> tuple[bytes, list[dict[str, 
         counts.append(found)
     if not any(counts):
         return data, counts
+    # a numeric column where a value became a placeholder (an answer that was a phone number) is
+    # written as text, its other numbers too: a seed's answer may be text
+    schema = table.schema
+    for at, column in enumerate(schema):
+        numeric = pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+        if numeric and any(isinstance(row[column.name], str) for row in rows):
+            schema = schema.set(at, column.with_type(pa.string()))
+            for row in rows:
+                row[column.name] = None if row[column.name] is None else str(row[column.name])
     sink = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), sink, compression="zstd")
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), sink, compression="zstd")
     return sink.getvalue(), counts
 
 

@@ -243,7 +243,7 @@ def test_a_code_row_that_redaction_would_break_goes_to_review() -> None:
     card = FAKE.credit_card_number(card_type="visa16")
     row = _row(
         'def account() -> int:\n    """The account number."""\n',
-        f"    return {card}\n",  # an int literal: a placeholder there is not Python
+        f"    return {card}  # the card on file\n",  # an int literal: a placeholder there is not Python
         kind="code",
         tests="def check(candidate):\n    assert candidate() > 0\n",
         entry_point="account",

@@ -1,0 +1,228 @@
+"""Credentials detect-secrets 1.5 misses: :data:`RULES` (``secret_formats.AssignedSecretDetector``
+runs them as a detect-secrets plugin) and :func:`credible`, the check every credential finding
+passes (detect-secrets' keyword plugin's too): what is too short, a placeholder, a path, a name or
+code is not a secret.
+
+Each rule because a planted value went through to a stored row, or a clean value was redacted:
+
+- A value assigned to a secret's name, quoted or not (``API_KEY=...`` in a .env, ``db_password:
+  ...`` in YAML, ``"pass": "..."`` in JSON, ``<password>...</password>``, ``define('DB_PASSWORD',
+  '...')``, ``<add key="ApiKey" value="..."/>``). detect-secrets' keyword plugin reads a line as
+  the file type its name says and, for the Python we tell it, wants quotes.
+- "the password is ...", "the secret (access) key is ...", the ``aws configure`` prompt
+  (``AWS Secret Access Key [None]: ...``), ``Authorization: Basic|Token|ApiKey ...``, ``Bearer``,
+  a session cookie, an Azure SAS ``sig=``, a URL's password (also with an empty user,
+  ``redis://:PASSWORD@host``), a Go DSN ``user:PASSWORD@tcp(host)``, a .pgpass line.
+- Command lines: curl's ``-u user:PASSWORD``, .netrc's ``login NAME password PASSWORD``,
+  ``--password X``, ``docker login ... -p X``, ``mysql ... -pX``, ``sshpass -p X``, and a
+  password passed to a login-like call (``client.login("admin", "...")``, ``auth=("u", "...")``).
+
+What keeps code intact (:func:`credible`): the name must end at the keyword or go on with ``_``/
+``-`` and more of a name (``tokenizer``, ``tokens``, ``bypass`` are not secrets), and a name that
+ends in what describes a secret rather than holds it (``private_key_path``, ``secret_id``,
+``password_min_length``, ``API_KEY_HEADER``) holds none. The value must be 6+ characters, not
+a placeholder (``changeme``, ``<your-token>``, ``xxxxxx``, ``...EXAMPLE``), a variable
+(``$DB_PASSWORD``, ``${X}``), a call or attribute (``getpass.getpass()``, ``form.password.data``),
+a URL or a lower-case path or file name (``certs/server.key``; an AWS key that opens with ``/`` is
+mixed-case). A password may be letters or digits only where it is written as data (quoted, after
+``:``, or a .env line), not as ``password = variable`` in code; any other secret needs 8+
+characters with a letter and a digit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+__all__ = ["RULES", "credible", "csv_secrets", "name_before", "not_a_secret", "spans"]
+
+_PASSWORD = r"passw(?:or)?d|passwort|passphrase|passcode|pwd|(?<![A-Za-z0-9])pass(?![A-Za-z0-9])"
+_KEYWORDS = (
+    _PASSWORD + r"|api[_-]?key|apikey|secret|token|access[_-]?key|auth[_-]?key|private[_-]?key"
+    r"|(?:encryption|signing|app|master|client|session|jwt|hmac)[_-]?key|credentials?"
+)
+# a secret's name: what ends at the keyword or goes on with _/- and more of a name
+_NAME = r"(?<![A-Za-z0-9])(?P<name>[A-Za-z0-9_.-]*?(?:" + _KEYWORDS + r")(?:[_-][A-Za-z0-9_-]*)?)"
+_ASSIGN = r"[\"']?\s*(?P<sep>:=|=>|=(?!=)|:(?!:))\s*(?P<q>[\"']?)"
+_RAW = r"(?P<value>[^\s\"'`,;<>]{1,300})"  # up to a delimiter; credible() decides
+_QUOTED = r"(?P<value>[^\s\"'`]{1,300})"
+
+RULES = tuple(
+    re.compile(rule, re.IGNORECASE | re.MULTILINE)
+    for rule in (
+        _NAME + _ASSIGN + _RAW,
+        # XML: <password>X</password>; .NET's <add key="DbPassword" value="X" />
+        r"<(?P<name>[\w:.-]*(?:" + _KEYWORDS + r")[\w:.-]*)>\s*" + _RAW + r"\s*</",
+        r"\bkey\s*=\s*[\"']" + _NAME + r"[\"']\s+value\s*=\s*[\"']" + _QUOTED + r"[\"']",
+        # a name string then its value: define('DB_PASSWORD', 'X'), setenv("API_TOKEN", "X"); in code,
+        # where ("password", "username") is a tuple of names: (?P<code>)
+        r"(?P<code>)[\"']" + _NAME + r"[\"']\s*,\s*[\"']" + _QUOTED + r"[\"']",
+        # a bare "key" holding a long random value ({"key": "6d97c8d4..."}): see credible()
+        r"(?<![\w.-])(?P<name>key)[\"']?\s*(?P<sep>[:=])\s*(?P<q>[\"']?)" + _RAW,
+        # prose: "the password is X", "mot de passe : X", "AWS Secret Access Key [None]: X"
+        r"(?<![A-Za-z])(?P<name>pass(?:word|phrase|code)|passwort|mot de passe|contraseña|senha|wachtwoord|"
+        r"пароль|密码)(?:\s+(?:is|was|lautet|est|es|é)\s*(?P<sep>[:：]?)|\s*[:：=])\s*(?P<q>[\"']?)" + _RAW,
+        r"\b(?P<name>secret)\b(?:\s+(?:access\s+)?key)?(?:\s*\[[^\]\n]*\])?\s*(?:is\s+|was\s+)?"
+        r"[:=]?\s*[\"']?" + _RAW,
+        # headers
+        r"\b(?P<name>authorization)[\"']?\s*[:=]\s*[\"']?(?:(?:basic|token|apikey|api-key|bearer|"
+        r"digest|key|sso-key)\s+)?" + _RAW,
+        r"\b(?P<name>bearer)\s+" + _RAW,
+        r"\bcookie\s*:[^\n]*?\b(?P<name>[\w.-]*(?:sess|sid|token|auth|jwt|remember)[\w.-]*)="
+        r"(?P<value>[^;\s\"']{16,})",
+        r"[?&](?P<name>sig)=(?P<value>[A-Za-z0-9%+/=]{20,})",  # Azure SAS signature
+        # URLs: scheme://user:PASSWORD@host (detect-secrets' rule takes none with !, $, & ...),
+        # an empty user too; Go's user:PASSWORD@tcp(host:3306)/db
+        r"(?P<url>)\b[a-z][a-z0-9+.-]*://[^\s:/@\"'`]*:(?P<value>[^\s@/\"'`]{3,})@(?=[^\s@]*[.:/A-Za-z0-9])",
+        r"(?P<url>)\b[\w.-]+:(?P<value>[^\s@/\"'`:]{3,})@(?:tcp|unix|udp)\(",
+        # .pgpass: host:port:database:user:password
+        r"^\s*[\w.*-]+:(?:\d+|\*):[\w.*-]+:[\w.*@-]+:(?P<value>[^\s:][^\s]*)\s*$",
+        # command lines: curl -u user:X, .netrc login NAME password X, --password X,
+        # docker login ... -p X, mysql ... -pX, sshpass -p X
+        r"(?:^|\s)(?:-u|--user)[\s=][\"']?[^\s:\"']+:" + _RAW,
+        r"\blogin\s+\S+\s+(?P<name>password)\s+" + _RAW,
+        r"(?:^|\s)--(?P<name>password|passwd|pass)[\s=](?P<q>[\"']?)" + _RAW,
+        r"\b(?:docker|podman|buildah|nerdctl|helm|skopeo)\b[^\n|;&]*?\blogin\b[^\n|;&]*?\s-p\s+"
+        r"(?P<q>[\"']?)" + _RAW,
+        r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]*?\s-p(?P<q>[\"']?)" + _RAW,
+        r"\bsshpass\s+-p\s*(?P<q>[\"']?)" + _RAW,
+        # a password as a login-like call's second argument: client.login("admin", "X")
+        r"\b(?P<name>login|log_in|signin|sign_in|authenticate|auth|basic_?auth|HTTPBasicAuth|"
+        r"HTTPDigestAuth|BasicAuth)\s*(?:=\s*)?\(\s*[\"'][^\"'\n]{1,64}[\"']\s*,\s*(?P<q>[\"'])" + _QUOTED,
+        # a passphrase of words; a wallet's seed phrase
+        r"\b(?P<name>passphrase)[\"']?\s*[:=]\s*[\"']?(?P<value>[A-Za-z]+(?: [A-Za-z]+){2,11})[\"']?\s*$",
+        r"\b(?P<name>(?:seed|recovery|mnemonic)(?:[ _-]?(?:phrase|words))?)\s*[:=]\s*"
+        r"(?P<value>[a-z]+(?: [a-z]+){11,23})\b",
+    )
+)
+
+# what a name that holds no secret ends in: it names, locates, sizes or describes one
+_DESCRIBES = frozenset(  # 50 words read better as words than as a list of strings
+    "path file filename files dir folder template id ids name names algorithm algo alg length len "  # noqa: SIM905
+    "min max days hours ttl expiry expires expiration header field type url uri endpoint policy mode "
+    "env var lambda arn count size format prefix label hint rotation version location store".split()
+)
+_PLACEHOLDER = re.compile(
+    r"(?i)^(?:x+|\*+|\.+|-+|#+|0+|<.*>|\{\{.*\}\}|\$\{.*\}|%\(.*\)s?|\[.*\]|(?:change|replace)[_-]?me\w*"
+    r"|your[_-]?\w*|my[_-]?(?:password|secret|token|key)\w*|example\w*|sample\w*|dummy\w*|placeholder\w*"
+    r"|redacted|hidden|masked|none|null|nil|undefined|true|false|yes|no|required|optional|empty|string|"
+    r"str|bytes|number|integer|int|boolean|bool|secret|secrets|password|passwords|passwort|passphrase|"
+    r"token|tokens|test|tests|testing|todo|tbd|fixme|foo|bar|foobar|default|value|n/a|na|unset|"
+    r"prompt|ask|stdin|env|environ)$"
+)
+_SAME_RUN = re.compile(r"(.)\1{5,}")
+_FILE = re.compile(
+    r"(?i)^[\w./~-]*\.(?:key|pem|crt|cer|der|p12|pfx|jks|json|ya?ml|toml|ini|cfg|conf|env|txt|html?|"
+    r"xml|csv|py|js|ts|sh|gpg|asc|pub|ppk|kdbx|db|sqlite|log|tpl|j2|md)$"
+)
+_PATH = re.compile(r"^(?:~|\.{1,2})?/?(?:[a-z0-9_.-]+/)+[a-z0-9_.-]*$")  # lower-case segments
+_ATTRIBUTES = re.compile(r"^[A-Za-z_]\w{0,24}(?:\.[A-Za-z_]\w{0,24})+(?:\(.*)?$")
+_HEX = re.compile(r"^[0-9a-fA-F]{24,}$")
+_B64 = re.compile(r"^[A-Za-z0-9+/=_-]{20,}$")
+
+
+def not_a_secret(value: str) -> bool:
+    """Placeholders and documentation values, whatever finds them (an API key's rule too)."""
+    return bool(_SAME_RUN.search(value)) or "example" in value.lower()
+
+
+def credible(value: str, name: str = "", *, as_data: bool = True, shortest: int = 6) -> bool:
+    """Whether ``value``, written under the secret's name ``name``, can be a secret: see the module's
+    notes. ``as_data``: written as data (quoted, after ``:``, a .env line) rather than a bare
+    ``name = value`` in code, where a word is a variable. ``shortest``: a URL's password may be
+    shorter (``redis://:abc@host`` is plainly one)."""
+    value = value.strip()
+    if len(value) < shortest or _PLACEHOLDER.match(value) or not_a_secret(value):
+        return False
+    if value[0] in "$%{<([@&*" or "://" in value or _FILE.match(value) or _PATH.match(value):
+        return False
+    # a call or an index, cut at its quote (`input(`, `os.environ[`) or whole (`getpass()`): code
+    if _ATTRIBUTES.match(value) or value[-1] in "([)":
+        return False
+    if name and not holds_secret(name) and not _HEX.fullmatch(value):  # 24+ hex digits: a key's own
+        return False
+    if name.lower() == "key":  # a bare "key" is a secret only when its value looks random
+        return bool(_HEX.match(value)) or bool(
+            _B64.match(value)
+            and re.search(r"[a-z]", value)
+            and re.search(r"[A-Z]", value)
+            and re.search(r"\d", value)
+        )
+    if " " in value:  # a passphrase or seed phrase of words (their own rules)
+        return True
+    password = bool(re.search(_PASSWORD, name, re.IGNORECASE)) or name.lower() in {
+        "login", "log_in", "signin", "sign_in", "authenticate", "auth", "basic_auth", "basicauth",
+        "httpbasicauth", "httpdigestauth", "",
+    }  # fmt: skip
+    letter, digit = any(c.isalpha() for c in value), any(c.isdigit() for c in value)
+    if letter and digit and len(value) >= 8:  # the shape of any key or token
+        return True
+    if not password:
+        return False
+    # a password may be shorter, or letters or digits only; but `password = word` in code is a
+    # variable, and `password: SecretStr` a type
+    if re.fullmatch(r"(?:[A-Z][a-z]+){2,}", value):
+        return False
+    return as_data or not re.fullmatch(r"[A-Za-z_]\w*", value)
+
+
+def holds_secret(name: str) -> bool:
+    """A name that ends in what describes a secret (``private_key_path``, ``secret_id``,
+    ``password_min_length``) names one but does not hold it."""
+    return re.split(r"[^a-z0-9]+", name.lower().strip())[-1] not in _DESCRIBES
+
+
+_NAME_BEFORE = re.compile(r"([A-Za-z0-9_.-]+)[\"']?\s*(?::=|=>|=|:)\s*[\"']?$")
+
+
+def name_before(line: str, start: int) -> str:
+    """The name a value at ``start`` is assigned to (``db_password`` of ``db_password = "..."``), or ''."""
+    m = _NAME_BEFORE.search(line[max(0, start - 80) : start])
+    return m.group(1) if m else ""
+
+
+def spans(line: str) -> Iterator[tuple[int, int]]:
+    """Where the credible values of ``line`` stand (each rule's ``value`` group)."""
+    for rule in RULES:
+        for m in rule.finditer(line):
+            groups = m.groupdict()
+            name = groups.get("name") or ""
+            # written as data: quoted, after ":", or a .env line; `password = word` in code is a variable
+            as_data = bool(groups.get("q")) or groups.get("sep") in (None, ":", "：", "=>")
+            as_data = as_data and groups.get("code") is None
+            as_data = as_data or bool(re.match(r"\s*(?:export\s+)?[A-Za-z0-9_.-]+=\S", line))
+            if groups.get("sep") == "=" and not groups.get("q") and re.search(r"\s=", m.group(0)):
+                as_data = False
+            shortest = 3 if groups.get("url") is not None else 6  # (?P<url>): a URL's password
+            if credible(m.group("value"), name, as_data=as_data, shortest=shortest):
+                yield m.span("value")
+
+
+_HEADER = re.compile(r"[A-Za-z][A-Za-z0-9 _-]{0,39}")
+
+
+def _secret_column(header: str) -> bool:
+    name = header.strip().replace(" ", "_")
+    return bool(re.fullmatch(_NAME, name, re.IGNORECASE)) and holds_secret(name)
+
+
+def csv_secrets(text: str) -> Iterator[tuple[int, int]]:
+    """The secret column of a CSV with a header (an AWS console's ``Access key ID,Secret access
+    key``, a password export): each following row's field under a secret's name."""
+    offset, columns = 0, None
+    for line in text.splitlines(keepends=True):
+        fields = line.rstrip("\r\n").split(",")
+        if len(fields) >= 2 and all(_HEADER.fullmatch(f.strip()) for f in fields):
+            secret = [i for i, f in enumerate(fields) if _secret_column(f)]
+            columns = (len(fields), secret) if secret else None
+            offset += len(line)
+            continue
+        if columns and len(fields) == columns[0]:
+            at = offset
+            for i, field in enumerate(fields):
+                if i in columns[1] and credible(field, "password"):
+                    yield at, at + len(field)
+                at += len(field) + 1
+        elif columns:
+            columns = None
+        offset += len(line)

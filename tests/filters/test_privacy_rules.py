@@ -1,0 +1,345 @@
+"""The privacy rules on top of Presidio and detect-secrets: each form below went through to a stored
+row (or a clean one was redacted) before its rule. Values are drawn at random per case, so a rule
+that knows one string and not its shape fails here."""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ptfactory.filters.privacy import clean_samples, redact_seed, redact_seed_files, redact_text
+from ptfactory.storage.schema import from_records, sample_id
+
+ALNUM = string.ascii_letters + string.digits
+HEX = "0123456789abcdef"
+B64 = ALNUM + "+/"
+_R = random.Random()
+
+
+def _s(n: int, alphabet: str = ALNUM) -> str:
+    """A random string that holds a letter and a digit (as a real key does)."""
+    while True:
+        value = "".join(_R.choice(alphabet) for _ in range(n))
+        if set(alphabet) & set(string.digits) and not any(c.isdigit() for c in value):
+            continue
+        if set(alphabet) & set(string.ascii_letters) and not any(c.isalpha() for c in value):
+            continue
+        return value
+
+
+def _pw(n: int = 12) -> str:
+    return _s(n - 2) + _R.choice("!#%&*") + _R.choice(string.digits)
+
+
+def _seeded(name: str) -> None:
+    _R.seed(zlib.crc32(name.encode()))
+
+
+def _gone(value: str, text: str) -> None:
+    cleaned, counts = redact_text(text)
+    assert value not in cleaned and counts, (text, cleaned)
+    # no tail or head of the value is left behind either
+    for part in (value[:10], value[-10:]):
+        if len(value) > 16:
+            assert part not in cleaned, (text, cleaned)
+
+
+# --- 1. a short or placeholder value is not a secret; a value is replaced as a whole token -------
+
+SHORT = {
+    "one-letter": (
+        "def connect(host):\n    passwd = 'x'\n    return db.connect(host=host, max_conn=max(1, 2))"
+    ),
+    "a-word-in-other-words": 'password = "test"\n# run the test suite with pytest',
+    "one-digit": 'db:\n  password: "1"\n  port: 5432\n  replicas: 1',
+    "one-vowel": "pwd = 'a'\nname = 'alpha beta gamma'",
+    "placeholder": "api_key: REPLACE_ME_1\ntoken: <your-token-here>\npassword: changeme",
+    "doc-example-key": "aws_access_key_id = AKIAIOSFODNN7EXAMPLE",
+    "x-run": "OPENAI_API_KEY=sk-" + "x" * 48,
+}
+
+
+@pytest.mark.parametrize("name", list(SHORT))
+def test_short_or_placeholder_values_are_not_secrets(name: str) -> None:
+    text = SHORT[name]
+    assert redact_text(text) == (text, {})
+
+
+def test_a_found_value_is_replaced_only_where_it_stands_as_a_whole_token() -> None:
+    _seeded("whole-token")
+    value = _pw(10)
+    text = f'password = "{value}"\nprint("{value}")\nlog("x{value}y")'
+    cleaned, counts = redact_text(text)
+    assert cleaned == f'password = "<CREDENTIAL>"\nprint("<CREDENTIAL>")\nlog("x{value}y")'
+    assert counts == {"CREDENTIAL": 2}
+
+
+# --- 2. partial leaks: the whole token ------------------------------------------------------------
+
+WHOLE: dict[str, Callable[[], tuple[str, str]]] = {
+    "stripe-live-long": lambda: (v := "sk_live_51" + _s(97), f"I used {v} in the dashboard"),
+    "stripe-restricted": lambda: (v := "rk_live_51" + _s(97), f"require('stripe')('{v}');"),
+    "stripe-test": lambda: (v := "sk_test_51" + _s(97), f"Stripe::setApiKey('{v}');"),
+    "stripe-restricted-test": lambda: (v := "rk_test_" + _s(40), f"key {v}"),
+    "discord-long-tail": lambda: (
+        v := "MT" + _s(24) + "." + _s(6) + "." + _s(38, ALNUM + "_-"),
+        f"client.run('{v}')",
+    ),
+    "twilio-auth-token": lambda: (
+        v := _s(32, HEX),
+        f'client = Client("AC{_s(32, HEX)}", "{v}")',
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(WHOLE))
+def test_tokens_are_redacted_whole_not_a_prefix_of_them(name: str) -> None:
+    _seeded(name)
+    _gone(*WHOLE[name]())
+
+
+# --- 3-5. AWS, passwords, tokens and headers ----------------------------------------------------
+
+
+def _aws() -> str:
+    return _s(39, B64)
+
+
+FORMS: dict[str, Callable[[], tuple[str, str]]] = {
+    # AWS secret access keys
+    "aws-slash-env": lambda: (
+        v := "/" + _aws(),
+        f"AWS_ACCESS_KEY_ID=AKIA{_s(16, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567')}\nAWS_SECRET_ACCESS_KEY={v}\n",
+    ),
+    "aws-slash-yaml": lambda: (v := "/" + _aws(), f"aws:\n  secret_key: {v}\n"),
+    "aws-slash-quoted": lambda: (v := "/" + _aws(), f'aws_secret_access_key = "{v}"'),
+    "aws-configure": lambda: (
+        v := _s(40, B64),
+        f"$ aws configure\nAWS Access Key ID [None]: AKIA{_s(16, string.ascii_uppercase)}\n"
+        f"AWS Secret Access Key [None]: {v}\nDefault region name [None]: us-east-1\n",
+    ),
+    "aws-prose-colon": lambda: (v := _s(40, B64), f"AWS Secret Access Key: {v}"),
+    "aws-console-csv": lambda: (
+        v := _s(40, B64),
+        "User name,Password,Access key ID,Secret access key,Console login link\n"
+        f"ci-bot,,AKIA{_s(16, string.ascii_uppercase)},{v},https://1.signin.aws.amazon.com/console\n",
+    ),
+    # passwords
+    "short-7": lambda: (v := _s(6, string.ascii_lowercase) + "2", f"db:\n  password: {v}\n  port: 5432\n"),
+    "short-6-env": lambda: (
+        v := _s(6, string.ascii_lowercase + string.digits),
+        f"DB_USER=app\nDB_PASSWORD={v}\n",
+    ),
+    "digits-only": lambda: (v := _s(8, string.digits), f"router admin password: {v}"),
+    "letters-only": lambda: (v := _s(12, string.ascii_lowercase), f"database:\n  password: {v}\n"),
+    "dollar": lambda: (v := "Pa$$" + _s(8), f"POSTGRES_PASSWORD={v}\n"),
+    "colon": lambda: (v := "p@ss:" + _s(8), f"smtp:\n  password: {v}\n"),
+    "db-pass": lambda: (v := _pw(), f"DB_HOST=db.internal\nDB_PASS={v}\n"),
+    "json-parens": lambda: (v := "x(9)" + _s(8), f'{{"username": "svc", "password": "{v}"}}'),
+    "pass-json": lambda: (v := _pw(), f'creds = {{"user": "admin", "pass": "{v}"}}'),
+    "pass-chat": lambda: (v := _pw(), f"log in with user: admin, pass: {v}"),
+    "passwd": lambda: (v := _pw(), f"passwd: {v}"),
+    "pwd": lambda: (v := _pw(), f"PWD_ADMIN={v}"),
+    "passphrase-words": lambda: (
+        v := " ".join(_s(6, string.ascii_lowercase) for _ in range(4)),
+        f"wifi:\n  passphrase: {v}\n",
+    ),
+    "xml": lambda: (v := _pw(), f"<datasource>\n  <password>{v}</password>\n</datasource>"),
+    "php-define": lambda: (v := _pw(), f"define( 'DB_PASSWORD', '{v}' );"),
+    "docker-login": lambda: (v := _s(16), f"$ docker login -u ci-bot -p {v} registry.gitlab.com"),
+    "mysql-p": lambda: (v := _s(14), f"$ mysql -h db -u root -p{v} shop < dump.sql"),
+    "sshpass": lambda: (v := _s(14), f"sshpass -p '{v}' ssh deploy@build-01 uptime"),
+    "dash-dash-password": lambda: (v := _pw(), f"./manage.py createuser --password {v} admin"),
+    "login-call": lambda: (v := _pw(10), f'client.login("admin", "{v}")'),
+    "auth-tuple": lambda: (v := _pw(11), f'requests.get(url, auth=("deploy", "{v}"))'),
+    "redis-empty-user": lambda: (v := _s(16), f"REDIS_URL=redis://:{v}@cache.internal:6379/0"),
+    "go-dsn": lambda: (v := _s(14), f'sql.Open("mysql", "app:{v}@tcp(db.internal:3306)/shop")'),
+    "pgpass": lambda: (v := _pw(), f"# ~/.pgpass\ndb.internal:5432:prod:app:{v}\n"),
+    # tokens and headers
+    "auth-basic": lambda: (v := _s(28, B64) + "=", f"GET / HTTP/1.1\nAuthorization: Basic {v}\n"),
+    "auth-token": lambda: (v := _s(20), f'headers = {{"Authorization": "Token {v}"}}'),
+    "auth-apikey": lambda: (v := _s(20), f"Authorization: ApiKey {v}"),
+    "x-api-key": lambda: (v := _s(32), f"curl -H 'X-API-Key: {v}' https://api.example.com"),
+    "cookie": lambda: (v := _s(32), f"Cookie: sessionid={v}; csrftoken=abc"),
+    "azure-sas": lambda: (
+        v := _s(43, B64) + "%3D",
+        f"https://acct.blob.core.windows.net/c/b.bak?sv=2022-11-02&sp=r&sig={v}",
+    ),
+    "encryption-key": lambda: (v := _s(64, HEX), f"ENCRYPTION_KEY={v}"),
+    "signing-key": lambda: (v := _s(48), f"jwt:\n  signing_key: {v}\n"),
+    "app-key": lambda: (v := _s(43, B64) + "=", f"APP_KEY=base64:{v}"),
+    "key-id-hex": lambda: (v := _s(40, HEX), f'{{"private_key_id": "{v}"}}'),  # a key's id: its own
+    "json-key": lambda: (v := _s(32, HEX), f'{{"service": "geocoder", "key": "{v}"}}'),
+    "whsec": lambda: (v := "whsec_" + _s(32), f"endpoint = '{v}'"),
+    "xapp": lambda: (
+        v := "xapp-1-"
+        + _s(11, string.ascii_uppercase + string.digits)
+        + "-"
+        + _s(13, string.digits)
+        + "-"
+        + _s(64, HEX),
+        f'SocketModeHandler(app, "{v}")',
+    ),
+    "digitalocean": lambda: (v := "dop_v1_" + _s(64, HEX), f"doctl auth init -t {v}"),
+    "vault": lambda: (v := "hvs." + _s(90, ALNUM + "_-"), f"$ vault login {v}"),
+    "atlassian": lambda: (v := "ATATT3xFfGF0" + _s(180, ALNUM + "_=-"), f"jira token {v}"),
+    "newrelic": lambda: (v := "NRAK-" + _s(27, string.ascii_uppercase + string.digits), f"user key: {v}"),
+    "pgp-block": lambda: (
+        v := "\n".join(_s(64, B64) for _ in range(3)),
+        f"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n{v}\n-----END PGP PRIVATE KEY BLOCK-----\n",
+    ),
+    "putty-ppk": lambda: (
+        v := "\n".join(_s(64, B64) for _ in range(3)),
+        "PuTTY-User-Key-File-3: ssh-rsa\nEncryption: none\nComment: k\nPublic-Lines: 1\n"
+        f"{_s(64, B64)}\nPrivate-Lines: 3\n{v}\nPrivate-MAC: {_s(64, HEX)}\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(FORMS))
+def test_secret_forms_are_redacted(name: str) -> None:
+    _seeded(name)
+    value, text = FORMS[name]()
+    for line in value.splitlines():
+        _gone(line, text)
+
+
+# --- 6. personal data ----------------------------------------------------------------------------
+
+PII: dict[str, tuple[str, str, str]] = {
+    "iban-lower": ("nl91abna0417164300", "mijn iban is nl91abna0417164300", "IBAN_CODE"),
+    "iban-lower-spaced": ("de89 3704 0044 0532 0130 00", "iban: de89 3704 0044 0532 0130 00", "IBAN_CODE"),
+    "ssn-bare": ("536228471", "ssn=536228471", "US_SSN"),
+    "email-words": (
+        "john dot smith at protonmail dot com",
+        "reach me at john dot smith at protonmail dot com",
+        "EMAIL_ADDRESS",
+    ),
+    "email-brackets": (
+        "k.ivanova[at]mail-service[dot]ru",
+        "Contact: k.ivanova[at]mail-service[dot]ru",
+        "EMAIL_ADDRESS",
+    ),
+    "email-paren": ("anna.k (at) posteo.de", "reach me: anna.k (at) posteo.de", "EMAIL_ADDRESS"),
+    "dob-us": ("03/14/1987", "Patient DOB: 03/14/1987, MRN 004512", "DATE_OF_BIRTH"),
+    "dob-json": ("1979-11-02", '{"name": "T", "date_of_birth": "1979-11-02"}', "DATE_OF_BIRTH"),
+}
+
+
+@pytest.mark.parametrize("name", list(PII))
+def test_personal_data_in_less_usual_forms_is_redacted(name: str) -> None:
+    value, text, kind = PII[name]
+    cleaned, counts = redact_text(text)
+    assert value not in cleaned and counts.get(kind), (text, cleaned, counts)
+
+
+# --- 7. no false redaction ----------------------------------------------------------------------
+
+BENIGN = [
+    "ssl:\n  private_key_path: certs/server2048.key\n  cert_path: certs/server2048.crt",
+    "password_min_length: 12\npassword_hash_algorithm: argon2id\nsecret_rotation_days: 90",
+    "password_reset_template: emails/reset_v2.html",
+    "secret_id: prod/db-creds-2024",
+    "private_key_file = 'keys/deploy_ed25519'",
+    "SECRET_ROTATION_LAMBDA=rotate-db-creds-v2",
+    'session_token_id = "9b2c4d1e-7f3a-4c2b-8e1d-2a3b4c5d6e7f"',
+    'API_KEY_HEADER = "X-API-Key-v2"',
+    '{"created_at": 1717171717174, "status": "ok"}',
+    "GUILD_ID = 1191234567890123450",
+    "Order #4000123412341234 shipped.",
+    "Upgrade the driver to version 4.2.1.1 (build 10.0.19041.1)",
+    "snmpwalk -v2c -c public host 1.3.6.1.2.1.1.1",
+    "password = getpass.getpass()\nuser_password = form.password.data\npassword: str",
+    "mkdir -p build/out && docker run -p 8080:80 img && ssh -p 2222 host",
+    "Pass the key with --password-file /run/secrets/pw or --password $PW.",
+    "if token == 'EOS1234567':\n    bypass: true",
+    'login(username, password)\nauth=("user", password)',
+    "We met at noon at the station and talked about the project.",
+    'FIELDS = ("password", "username")\nclass Login(BaseModel):\n    password: SecretStr',
+    "Hans Zimmer was born on September 12, 1957, in Frankfurt.",  # a public biography
+    "Born in 1987, she moved to Berlin in 03/2001.",
+]
+
+
+@pytest.mark.parametrize("text", BENIGN)
+def test_names_paths_ids_and_versions_are_not_secrets_or_personal_data(text: str) -> None:
+    assert redact_text(text) == (text, {})
+
+
+def test_a_bare_luhn_number_is_a_card_only_with_card_words_nearby() -> None:
+    cleaned, counts = redact_text("Charge the card 4539578763621486 today.")
+    assert cleaned == "Charge the card <CREDIT_CARD> today." and counts == {"CREDIT_CARD": 1}
+    assert redact_text("4539 5787 6362 1486")[1] == {"CREDIT_CARD": 1}  # grouped like a card
+
+
+# --- 8. the seed path ----------------------------------------------------------------------------
+
+
+def test_a_numeric_answer_equal_to_a_found_value_is_redacted(tmp_path: Path) -> None:
+    task = {
+        "id": "s3",
+        "instruction": "What number should the customer call? Text: call Omar at 4158675309.",
+        "response": "4158675309",
+        "answer": 4158675309,
+    }
+    cleaned, counts = redact_seed(task)
+    assert "4158675309" not in json.dumps(cleaned) and counts == {"PHONE_NUMBER": 3}
+    assert cleaned["answer"] == "<PHONE_NUMBER>"
+    # the same number written another way in the text
+    spaced = {**task, "instruction": "Text: call Omar at 415 867 5309.", "response": "415 867 5309"}
+    assert redact_seed(spaced)[0]["answer"] == "<PHONE_NUMBER>"
+    seed = tmp_path / "s.jsonl"
+    seed.write_text(json.dumps(task) + "\n" + json.dumps({"id": "s4", "answer": 18}) + "\n")
+    staged = redact_seed_files([seed])
+    assert b"4158675309" not in staged.contents["s.jsonl"] and b'"answer": 18' in staged.contents["s.jsonl"]
+
+
+def test_a_code_seed_whose_redaction_breaks_the_code_is_routed() -> None:
+    from ptfactory.filters.privacy import record_redactions
+
+    task = {
+        "id": "c2",
+        "kind": "code",
+        "entry_point": "account",
+        "instruction": "Write account() that returns the customer's card number.",
+        "response": "def account():\n    return 4539578763621486  # the card on file\n",
+        "tests": "def check(candidate):\n    assert candidate() > 0\n",
+    }
+    cleaned, counts = redact_seed(task)
+    assert counts == {"CREDIT_CARD": 1}
+    messages = [
+        {"role": "user", "content": cleaned["instruction"]},
+        {"role": "assistant", "content": cleaned["response"]},
+    ]
+    row = {
+        "sample_id": sample_id("code", messages),
+        "batch": "b",
+        "kind": "code",
+        "messages": messages,
+        "tests": cleaned["tests"],
+        "entry_point": "account",
+    }
+    out, _ = record_redactions(from_records([row]), [counts])
+    decision = out.column("decisions").to_pylist()[0][-1]
+    assert (decision["verdict"], decision["reason"]) == ("route", "redaction_breaks_code")
+    # the same seed through the sample stage is routed alike
+    out, _ = clean_samples(
+        from_records(
+            [
+                {
+                    **row,
+                    "messages": [
+                        {"role": "user", "content": task["instruction"]},
+                        {"role": "assistant", "content": task["response"]},
+                    ],
+                }
+            ]
+        )
+    )
+    assert out.column("decisions").to_pylist()[0][-1]["reason"] == "redaction_breaks_code"
