@@ -17,10 +17,13 @@ abstain            no_response   the row has no response to check (an instructio
 abstain            reference_unparsed / math_verify_timeout / math_verify_error / math_verify_thread
 =================  ============  ====================================================================
 
-An option letter, yes/no or clock-time reference ("B", "(C)", "yes", "True", "3:30 PM") is
-compared as text, the reply read for that kind (:mod:`~ptfactory.filters.verify.answer_kinds`; evidence
-``answer_kind``): "Yes, because 17 is prime." passes against "yes" and "The answer is (C)" fails
-against "B".
+An option letter, yes/no, clock-time or text reference ("B", "C) 12", "yes", "True", "3:30 PM",
+"Pacific Ocean") is compared as text, the reply read for that kind
+(:mod:`~ptfactory.filters.verify.answer_kinds`; evidence ``answer_kind``): "Yes, because 17 is
+prime." passes against "yes", "The answer is (C)" fails against "B", and "The capital of France is
+Paris." passes against "Paris" (a text answer never goes through math-verify, which reads "May" as
+m*a*y, equal to "Amy"). A reference written as a sentence ("The answer is 18.") is read as a
+reply's marked answer is.
 
 Evidence: ``extracted`` (and the ``rule`` that found it), ``expected``, ``reference_source``, and
 math-verify's parsed forms (``gold_parsed``, ``pred_parsed``) or its ``error``.
@@ -44,6 +47,13 @@ _ABSTAIN = {
     "error": "math_verify_error",
     "thread_error": "math_verify_thread",
 }
+
+
+def _expected(answer: str) -> str:
+    """The reference answer, read as a reply's marked answer is ("The answer is 18." -> "18",
+    "#### 18"), else normalised as it is."""
+    found = extract(answer, fallback=False)
+    return found.answer if found is not None else normalize_answer(answer) or answer
 
 
 def truncated(row: Mapping[str, Any]) -> bool:
@@ -74,7 +84,7 @@ class AnswerVerifier(Verifier):
                 verdicts[index] = self.not_applicable()
                 continue
             reference = reference_of(row)
-            expected = normalize_answer(str(reference["answer"])) or str(reference["answer"])
+            expected = _expected(str(reference["answer"]))
             evidence: dict[str, Any] = {"expected": expected, "reference_source": reference.get("source")}
             response = self.response(row)
             if not response.strip():

@@ -11,99 +11,147 @@ Rules, first match wins (``Extraction.rule`` names the one that matched):
 ==============  ==================================================================================
 rule            what it reads
 ==============  ==================================================================================
-``hash``        GSM8K's ``#### 18`` (the last such line)
+``hash``        GSM8K's ``#### 18`` (the last such line that is an answer: a markdown heading,
+                "#### Step 1: Eggs", "#### 2. Money", "#### Final Answer", is none)
 ``tag``         the last ``<answer>…</answer>`` block (reasoning-gym's format)
 ``boxed``       the last ``\\boxed{…}`` / ``\\fbox{…}`` (braces balanced)
-``stated``      the last "the (final) answer is X", "Answer: X", "answer = X"
+``stated``      the last "the (final/correct) answer is X", "Answer: X", "answer = X", "the correct
+                option is X" ("isn't" is no "is"). X ends at a sentence's end, ";", "!", or a clause
+                (", which", ", but", " not"); an answer taken back ("the answer is 18, but ...")
+                or negated ("the answer is not 18") is skipped; an equation gives what follows its
+                last ``=`` ("12 + 6 = 18" -> ``18``); "20 minus 2, which is 18" -> ``18``. A stated
+                answer after the deciding ``####`` / tag / box that differs from it wins when a
+                correction comes between ("\\boxed{18} ... Wait, I made a mistake ... the correct
+                answer is 17" -> ``17``); without one they disagree: no answer
 ``whole``       (``fallback=True`` only) a text of at most three words on one line is its own
-                answer: "Paris", "20 days" -> ``20``, "**18**" -> ``18`` (with a number in it, only
-                when it normalises to that number: "It is 18" goes to the next rule)
+                answer: "Paris", "20 days" -> ``20``, "**18**" -> ``18``, "x > 3" (with a number in
+                it, only when it normalises to that number or to math without words: "It is 18"
+                goes to the next rule)
 ``last_math``   (``fallback=True`` only) the last math span when no number follows it: ``$…$``,
                 ``\\(…\\)``, ``\\[…\\]``, a bare ``\\frac{…}{…}`` / ``\\sqrt{…}`` or a tuple of numbers
                 (``(2, 3)``, ``[0, 1)``), the part after its last ``=``: "the fraction is
                 \\frac{3}{4}." -> ``\\frac{3}{4}`` (the last number would read ``4``), "so $x =
                 \\sqrt{2}$" -> ``\\sqrt{2}``; "sqrt(2)" and "√2" read as ``\\sqrt{2}``
 ``last_number`` (``fallback=True`` only) the last number in the text: "... = 18." -> ``18``;
-                what lm-eval's GSM8K *flexible-extract* does. Callers turn both fallbacks off where
-                the text may not end on an answer (a response cut at ``max_tokens``, a seed's
-                free-text reference). A text with no number in digits gives its last number
-                written in words, as rule ``word_number``: "She has twelve apples." -> ``12``
+                what lm-eval's GSM8K *flexible-extract* does; trailing "Check: ..." lines and a
+                unit's exponent ("12 cm^2") left out, "3 × 10^8" read whole, and a number denied
+                where it stands ("The answer isn't 18.", "..., not 20.") gives no answer. Callers
+                turn both fallbacks off where the text may not end on an answer (a response cut at
+                ``max_tokens``, a seed's free-text reference). A text with no number in digits
+                gives its last number written in words, as rule ``word_number``: "She has twelve
+                apples." -> ``12``, "one half cup" -> ``1/2``
                 (:mod:`~ptfactory.filters.verify.number_words`)
 ==============  ==================================================================================
 
-An option letter, a yes/no or a clock time expected (``like=``, a reference "B", "yes" or "3:30
-PM") changes the rules: the marked answer's letter, first word or time, else the ``choice`` /
-``yes_no`` / ``time`` fallbacks of :mod:`~ptfactory.filters.verify.answer_kinds` (never a
-number). A set of solutions expected ("2, 3", "x = 2 or x = 3") reads the marked answer's
-numbers, else (``answer_set``) the last that many numbers of the reply's last line with numbers.
+A marked answer that still holds several candidates ("The answer is 18 or 20", "x = 5 and y =
+3", "#### 18 or 20", "\\boxed{18 \\text{ or } 20}", "20 minus 2" with nothing after it) is no
+answer (None): never a guess, and never its first number. A prose span with one number gives it
+("the answer is that she saves $18 a day" -> ``18``); one without a number falls through to the
+next rule.
 
-Normalisation (:func:`normalize_answer`), applied to the span a rule found: markdown emphasis
-and surrounding ``$…$`` / ``\\(…\\)`` dropped, currency signs (``$``, ``\\$``, ``€``, ``£``) and a
-trailing ``%`` dropped, thousands separators removed (``16,000`` -> ``16000``), a trailing full
-stop dropped, and a number followed by words keeps only the number (``18 days`` -> ``18``,
-``$16,000 dollars`` -> ``16000``); a mixed number is a fraction (``1 1/2`` -> ``3/2``, ``2½`` too),
-a scale word multiplies (``1 million`` -> ``1000000``; the last-number rule reads it too), bold
-inside the span goes (``**12** apples`` -> ``12``) and a span that is a number in words is that
-number (``twenty-five`` -> ``25``). LaTeX (``\\frac{1}{2}``) and plain text (``yes``) pass through.
-A span that states no answer ("the answer is that she earns more") gives its first number, and
-without one falls through to the next rule.
+An option letter, a yes/no, a clock time or a text answer expected (``like=``, a reference "B",
+"C) 12", "yes", "3:30 PM" or "Paris") changes the rules: the marked answer's letter, truth value,
+time or text, else the ``choice`` / ``yes_no`` / ``time`` / ``text`` fallbacks of
+:mod:`~ptfactory.filters.verify.answer_kinds` (never a number). A set of solutions expected ("2,
+3", "x = 2 or x = 3") reads the marked answer's numbers, else (``answer_set``) the last that many
+numbers of the reply's last line with numbers.
+
+Normalisation (:func:`normalize_answer`, :mod:`~ptfactory.filters.verify.spans`), applied to the
+span a rule found: markdown emphasis and surrounding ``$…$`` / ``\\(…\\)`` dropped, a hedge
+("about", "approximately", "around", "roughly") dropped, "negative 5" -> ``-5``, currency signs
+(``$``, ``\\$``, ``€``, ``£``) and a trailing ``%`` dropped, thousands separators removed
+(``16,000`` -> ``16000``), a trailing full stop and a trailing remark in brackets ("18 (9 eggs x
+$2)") dropped, and a number followed by a unit keeps only the number (``18 days`` -> ``18``,
+``$16,000 dollars`` -> ``16000``, ``12 cm^2``, ``45°``, ``5\\,\\text{km}`` -> the number). Words
+that carry more numbers or arithmetic are no unit (:func:`~ptfactory.filters.verify.number_words.joins_numbers`:
+"18 or 20", "20 minus 2" stay as they are); one amount in two units is a fraction of the first
+("18 dollars and 50 cents" -> ``37/2``, "2 hours 30 minutes" -> ``5/2``, "5 feet 6 inches" ->
+``11/2``), "3 and a half" is ``7/2``; scientific notation is a number (``1.5e6`` ->
+``1500000``); a mixed number is a fraction (``1 1/2`` -> ``3/2``, ``2½`` too), a scale word
+multiplies (``1 million`` -> ``1000000``, ``8 hundred`` -> ``800``; the last-number rule reads it
+too), bold inside the span goes (``**12** apples`` -> ``12``) and a span that is a number in words
+is that number (``twenty-five`` -> ``25``, ``three-fourths`` -> ``3/4``). LaTeX (``\\frac{1}{2}``)
+and plain text (``yes``) pass through.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 
 from ptfactory.filters.verify.answer_kinds import canonical, fallback_answer, kind_of
-from ptfactory.filters.verify.number_words import last_word_number, word_number
+from ptfactory.filters.verify.number_words import last_word_number, names_more
+from ptfactory.filters.verify.spans import (
+    NUM,
+    NUMBER,
+    READ_AS,
+    balanced,
+    last_math,
+    normalize_answer,
+    number_value,
+    strip_wrappers,
+)
 
 __all__ = ["Extraction", "extract", "extract_answer", "normalize_answer"]
 
 RULES = (
     "hash", "tag", "boxed", "stated", "whole", "last_math", "last_number", "word_number", "answer_set",
-    "choice", "yes_no", "time",
+    "choice", "yes_no", "time", "text",
 )  # fmt: skip
 _WHOLE_WORDS = 3
-
-# a number as people write it: -1,234.5 / 3/4 / 1 1/2 (a mixed number) / .5 / 1e-3 is rare in
-# word problems and left out
-_NUM = r"-?\d+\s+\d+\s*/\s*\d+(?!\s*[\d/])|-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?|-?\.\d+"
-_MIXED = re.compile(r"(-?)(\d+)\s+(\d+)\s*/\s*(\d+)")
-_NUMBER = re.compile(rf"(?<![\w.])(?:{_NUM})(?![\d])")
+_NUMBER = NUMBER
 _HASH = re.compile(r"####\s*([^\n]+)")
 _TAG = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.S)
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+# where a stated answer ends: a sentence's end, a clause ("which", "because", "but", "not"), "!"
+_END = (
+    r"(?=\.\s|\.$|\n|;|,\s*(?:which|because|so|and|since|as|but|not|that)\b|\s+(?:but|not)\b"
+    r"|!(?=\s*$|\s+[A-Z\"'*]|\s*\n)|$)"
+)
+# "the answer is X", "Answer: X", "answer = X", "the correct option is C) 12"; "isn't" is no "is"
 _STATED = re.compile(
-    r"(?:(?:final|correct)\s+)?answer\s*(?:is|was|would\s+be|will\s+be|:|=)\s*:?\s*(.+?)"
-    r"(?=(?:\.\s|\.$|\n|;|,\s+(?:which|because|so|and)\b|$))",
+    r"(?<![\w-])(?:(?:(?:final|correct|right)\s+)?answer|(?:correct|right|best|final)\s+(?:option|choice))"
+    rf"\s*(?:is\b|was\b|would\s+be\b|will\s+be\b|:|=)\s*:?\s*(.+?){_END}",
     re.I | re.S,
 )
-_CURRENCY = re.compile(r"^(?:\\\$|\$|€|£|¥|USD\s*|EUR\s*)\s*")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_LEADING_NUMBER = re.compile(rf"^({_NUM})(?=$|\s|[a-zA-Z%])")
+# an answer taken back: "You might think the answer is 18, but ..."; a negated one: "is not 18"
+_CONTRAST = re.compile(r"\s*,?\s*but\b", re.I)
+_NEGATED = re.compile(r"(?:not|n't|never)\b", re.I)
+# "The answer is 20 minus 2, which is 18": an expression, then its value
+_WHICH_IS = re.compile(rf"\s*,?\s*which\s+(?:is|equals|gives|makes)\s+(.+?){_END}", re.I | re.S)
+# a correction between a boxed answer and a later stated one: the later one is the answer
+_CORRECTION = re.compile(
+    r"\b(?:wait|actually|mistake|error|wrong|oops|sorry|correct(?:ion|ed)?|recalculat\w*|re-?check\w*|instead)\b",
+    re.I,
+)
+# a markdown heading written with GSM8K's marker is no answer: "#### Step 1: Eggs", "#### Final Answer"
+_HEADINGS = {
+    "step",
+    "final",
+    "answer",
+    "solution",
+    "conclusion",
+    "summary",
+    "explanation",
+    "calculation",
+    "result",
+}
+# a check after the answer: its numbers are not the answer ("Check: 18 + 2 = 20.")
+_CHECK_LINE = re.compile(r"^\W*(?:check|checking|verify|verification|double[- ]check)\b", re.I)
+# a number denied where it stands: "The answer isn't 18.", "..., not 20."
+_DENIED = re.compile(r"(?:\bnot|n't|\bnever|\binstead\s+of|\brather\s+than)\s+[^.;,\d\n]{0,20}$", re.I)
 _MAX_SPAN = 200  # a stated "answer" longer than this is prose, not an answer
-# math spans: $…$ (not $$), \(…\), \[…\], and a bare \frac / \dfrac / \sqrt with an optional sign
-_MATH = re.compile(r"(?<![$\\])\$([^$\n]+?)\$(?!\$)|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
-# a tuple or interval of numbers: (2, 3), [0, 1), (-1.5, 4, 7)
-_TUPLE = re.compile(rf"[(\[]\s*(?:{_NUM})(?:\s*,\s*(?:{_NUM}))+\s*[)\]]")
+_AMBIGUOUS = "\x00"  # a marked answer that holds several candidates: no answer, never a guess
 _WORDS = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")  # a word that is no LaTeX command
-_BARE = re.compile(r"-?\\(?:d?frac|sqrt)\s*\{")
 # square roots written as text: "sqrt(2)" (not "math.sqrt(x)") and "√2" read as \sqrt{2}, so the
 # last-math rule takes them whole where the last number would read 2
 _PLAIN_ROOT = re.compile(r"(?<![\\\w.])sqrt\s*\(([^()\n]*)\)|√\s*(\d+(?:\.\d+)?|\([^()\n]*\))")
 # an expected answer that lists solutions: "2, 3", "x = 2 or x = 3", "-1 and 4" (no brackets)
-_SET = re.compile(rf"(?:[a-z]\s*=\s*)?(?:{_NUM})(?:\s*(?:,|;|\band\b|\bor\b)\s*(?:[a-z]\s*=\s*)?(?:{_NUM}))+")
-# minus sign, en dash, figure dash; a vulgar fraction as a mixed number's tail ("2½" -> "2 1/2")
-_READ_AS = str.maketrans(
-    {"\u2212": "-", "\u2013": "-", "\u2012": "-", "\u2044": "/"}
-    | {c: " " + unicodedata.normalize("NFKC", c).replace("\u2044", "/") for c in "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞"}
-)
-# a bold span inside a stated answer ("**12** apples"); "2**10" (a power) has no pair around it
-_BOLD = re.compile(r"(?<!\S)(\*\*|__)([^*_\n]+?)\1(?!\S)")
-_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
-_SCALE_AFTER = re.compile(rf"(?:\s+(?:{'|'.join(_SCALES)})\b)?", re.I)
+_SET = re.compile(rf"(?:[a-z]\s*=\s*)?(?:{NUM})(?:\s*(?:,|;|\band\b|\bor\b)\s*(?:[a-z]\s*=\s*)?(?:{NUM}))+")
+_SCALE_AFTER = re.compile(r"(?:\s+(?:hundred|thousand|million|billion|trillion)\b)?", re.I)
+# scientific notation written out: "3 × 10^8", "1.5 \times 10^{6}"
+_TIMES_TEN = re.compile(r"(\d+(?:\.\d+)?)\s*(?:×|\\times|\\cdot|\*)\s*10\s*\^\s*\{?\s*(-?\d+)\s*\}?")
 
 
 @dataclass(frozen=True)
@@ -112,128 +160,97 @@ class Extraction:
     rule: str  # one of RULES
 
 
-def _strip_wrappers(text: str) -> str:
-    text = text.strip()
-    for _ in range(3):  # "**$18$**." peels in a few rounds
-        before = text
-        text = text.strip().rstrip(".").strip()
-        text = re.sub(r"^(\*\*|__|\*|_|`)(.+)\1$", r"\2", text, flags=re.S).strip()
-        if len(text) > 1 and text.startswith("$") and text.endswith("$"):
-            text = text.strip("$").strip()
-        if text.startswith("\\(") and text.endswith("\\)"):
-            text = text[2:-2].strip()
-        if text.startswith("\\[") and text.endswith("\\]"):
-            text = text[2:-2].strip()
-        text = re.sub(r"^\\text\{(.*)\}$", r"\1", text, flags=re.S).strip()
-        if text == before:
-            break
-    return text
-
-
-def normalize_answer(span: str) -> str | None:
-    """A stated answer span as the short string to compare (see the module docstring); None if
-    nothing is left."""
-    text = _strip_wrappers(_BOLD.sub(r"\2", span.translate(_READ_AS).strip()))
-    text = re.sub(r"^[*_]+\s*|\s*[*_]+$", "", text)  # "**Answer:** 18": the bold's closing half
-    text = _CURRENCY.sub("", text).strip()
-    text = _THOUSANDS.sub("", text)
-    text = re.sub(r"\s*\\?%$", "", text).strip()
-    number = _LEADING_NUMBER.match(text)
-    if number:
-        rest = text[number.end() :].strip()
-        # "18 days", "5 km/h", "16000 dollars": the unit goes; "3/4 of them" keeps the fraction
-        if not rest or re.match(r"^[a-zA-Z%][\w/ .%-]*$", rest) or rest.startswith("\\text"):
-            text = _scaled(number.group(1), rest) or _improper(number.group(1))
-    text = text.rstrip(".").strip()
-    if text and not re.search(r"\d", text) and (words := word_number(text)):  # "twelve apples"
-        text = words
-    return text or None
-
-
-def _scaled(number: str, rest: str) -> str | None:
-    """A number before a scale word as the number it names ("1 million" -> "1000000", "2.5
-    thousand" -> "2500"), else None (the word is a unit, and goes)."""
-    word = rest.split(maxsplit=1)[0].lower() if rest else ""
-    if word not in _SCALES or not re.fullmatch(r"-?\d+(?:\.\d+)?", number):
-        return None
-    return format((Decimal(number) * _SCALES[word]).normalize(), "f")
-
-
-def _improper(number: str) -> str:
-    """A number as math-verify reads it: a mixed number "1 1/2" as the fraction "3/2" (left as
-    it is, its space would join it into 11/2), other numbers without their spaces."""
-    mixed = _MIXED.fullmatch(number.strip())
-    if mixed is None:
-        return re.sub(r"\s+", "", number)
-    sign, whole, top, bottom = mixed.groups()
-    return f"{sign}{int(whole) * int(bottom) + int(top)}/{bottom}"
-
-
-def _balanced(text: str, start: int) -> str | None:
-    """The contents of the brace group opening at ``text[start - 1] == '{'``."""
-    depth = 1
-    for index in range(start, len(text)):
-        char = text[index]
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start:index]
-    return None
-
-
-def _last_boxed(text: str) -> str | None:
+def _last_boxed(text: str) -> tuple[str, int] | None:
+    """The contents of the last ``\\boxed{}`` and where it ends."""
     found = None
     for match in _BOX.finditer(text):
-        inner = _balanced(text, match.end())
+        inner = balanced(text, match.end())
         if inner is not None:
-            found = inner
+            found = (inner, match.end() + len(inner) + 1)
     return found
 
 
-def _stated(text: str) -> str | None:
-    for match in reversed(list(_STATED.finditer(text))):
-        span = match.group(1).strip()
-        if not span or len(span) > _MAX_SPAN:
-            continue
-        normal = normalize_answer(span)
-        if normal is None:
-            continue
-        if _NUMBER.fullmatch(normal) or "\\" in normal or len(normal.split()) <= 3:
-            return normal
-        numbers = _NUMBER.findall(span)  # "the answer is that she saves $18 a day" -> 18
-        if numbers:
-            return normalize_answer(numbers[0])
-    return None
+def _has_words(text: str) -> bool:
+    return bool(_WORDS.search(re.sub(r"\\[a-zA-Z]+", " ", text)))
 
 
-def _last_math(text: str) -> tuple[str, int] | None:
-    """The last math span of ``text`` (its contents) and where it ends."""
-    spans: list[tuple[str, int]] = []
-    for match in _MATH.finditer(text):
-        body = next(g for g in match.groups() if g is not None)
-        if not _WORDS.search(body):  # "$5 and gets $" is two prices, not math
-            spans.append((body, match.end()))
-    for match in _BARE.finditer(text):
-        inner = _balanced(text, match.end())
-        if inner is None:
-            continue
-        end = match.end() + len(inner) + 1
-        if text[match.start() : match.end()].lstrip("-").startswith(("\\frac", "\\dfrac")):
-            if not text[end:].lstrip().startswith("{"):
-                continue
-            start = text.index("{", end) + 1
-            second = _balanced(text, start)
-            if second is None:
-                continue
-            end = start + len(second) + 1
-        spans.append((text[match.start() : end], end))
-    spans += [(m.group(0), m.end()) for m in _TUPLE.finditer(text)]
-    if not spans:
+def _hash_answer(span: str) -> bool:
+    """Is a ``####`` line an answer ("#### 18", "#### B", "#### 18 or 20": one to read) and not a
+    markdown heading ("#### Step 1: Eggs", "#### 2. Money", "#### Final Answer", "#### Solution:")?"""
+    text = strip_wrappers(span)
+    first = re.match(r"[A-Za-z]+", text)
+    if not text or text.endswith(":") or re.match(r"\d+[.)]\s+[A-Za-z]", text):
+        return False
+    if first is not None and first.group(0).lower() in _HEADINGS:
+        return False
+    return bool(re.search(r"\d", text)) or len(text.split()) == 1
+
+
+def _read_number(span: str) -> str | None:
+    """A marked answer span read for one answer: the answer, ``_AMBIGUOUS`` (several candidates:
+    "18 or 20", "20 minus 2", "x = 5 and y = 3") or None (prose without a number)."""
+    text = strip_wrappers(span)
+    parts = re.split(r"(?<![<>!:=\\])=(?!=)", text)
+    if len(parts) > 1:  # "12 + 6 = 18": what follows the last "=" (not "x = 5, y = 3")
+        if any(re.search(r",|;|\b(?:and|or)\b", part) for part in parts[1:-1]):
+            return _AMBIGUOUS
+        text = parts[-1]
+    normal = normalize_answer(text)
+    if normal is None:
         return None
-    body, end = max(spans, key=lambda span: span[1])
-    return body.rsplit("=", 1)[-1].strip(), end
+    if _NUMBER.fullmatch(normal) or not _has_words(normal):  # a number or an expression
+        return normal
+    numbers = _NUMBER.findall(normal)
+    if not numbers:
+        return normal if len(normal.split()) <= _WHOLE_WORDS and not names_more(normal) else None
+    if len(numbers) > 1 or names_more(normal):
+        return _AMBIGUOUS
+    return normalize_answer(numbers[0])  # "that she saves $18 a day" -> 18
+
+
+def _stated_spans(text: str) -> list[tuple[str, str, int, int]]:
+    """Every "the answer is X" of ``text``: (X, the text after it, where the phrase starts, where X
+    ends); an answer taken back ("..., but") or negated ("is not 18") is left out."""
+    spans = []
+    for match in _STATED.finditer(text):
+        span, after = match.group(1).strip(), text[match.end(1) :]
+        if not span or len(span) > _MAX_SPAN or _CONTRAST.match(after) or _NEGATED.match(span):
+            continue
+        spans.append((span, after, match.start(), match.end(1)))
+    return spans
+
+
+def _same(first: str, second: str) -> bool:
+    if first == second:
+        return True
+    one, two = number_value(first), number_value(second)
+    return one is not None and one == two
+
+
+def _final_marked(text: str, read: Callable[[str, str | None], str | None]) -> tuple[str, str] | None:
+    """The reply's marked answer as ``read`` reads a span (a box's, a tag's or a ``####`` line's span
+    comes with ``None``, a stated one with the text after it), and its rule: the last ``####`` line
+    that is an answer, else the last ``<answer>`` block, else the last box, else the last stated
+    answer. A stated answer after the deciding ``####`` / tag / box that differs from it wins after
+    a correction ("\\boxed{18} ... Wait, I made a mistake ... the correct answer is 17"); without
+    one the two disagree: ``(_AMBIGUOUS, rule)``, as when the deciding answer holds several."""
+    stated = None
+    for span, after, start, _ in reversed(_stated_spans(text)):
+        if (answer := read(span, after)) is not None:
+            stated = (answer, start)
+            break
+    hashed = [(m.group(1), m.end()) for m in _HASH.finditer(text) if _hash_answer(m.group(1))]
+    tagged = [(m.group(1), m.end()) for m in _TAG.finditer(text)]
+    box = _last_boxed(text)
+    for rule, found in (("hash", hashed), ("tag", tagged), ("boxed", [box] if box else [])):
+        if not found or not (answer := read(found[-1][0], None)):
+            continue
+        end = found[-1][1]
+        if stated is not None and stated[1] >= end and answer != _AMBIGUOUS and not _same(stated[0], answer):
+            corrected = _CORRECTION.search(text[end : stated[1] + 20])
+            return (stated[0] if corrected else _AMBIGUOUS), "stated"
+        return answer, rule
+    return (stated[0], "stated") if stated is not None else None
 
 
 def _root(match: re.Match[str]) -> str:
@@ -243,17 +260,8 @@ def _root(match: re.Match[str]) -> str:
 
 def _marked(text: str) -> tuple[str, str] | None:
     """The raw span of the reply's marked answer and its rule (hash, tag, boxed, stated), or None."""
-    hashed, tagged, boxed = _HASH.findall(text), _TAG.findall(text), _last_boxed(text)
-    stated = [m.group(1).strip() for m in _STATED.finditer(text) if 0 < len(m.group(1).strip()) <= _MAX_SPAN]
-    for rule, span in (
-        ("hash", hashed),
-        ("tag", tagged),
-        ("boxed", [boxed] if boxed else []),
-        ("stated", stated),
-    ):
-        if span and span[-1].strip():
-            return span[-1], rule
-    return None
+    found = _final_marked(text, lambda span, _after: span.strip() or None)
+    return found if found is None or found[0] != _AMBIGUOUS else None
 
 
 def _set_size(like: str | None) -> int:
@@ -284,61 +292,99 @@ def _of_set(size: int, text: str, fallback: bool) -> Extraction | None:
     return Extraction(", ".join(answers), rule) if answers else None
 
 
-def _of_kind(kind: str, text: str, fallback: bool) -> Extraction | None:
-    """An option letter or a yes/no answer (:mod:`~ptfactory.filters.verify.answer_kinds`)."""
-    marked = _marked(text)
+def _of_kind(kind: str, text: str, fallback: bool, like: str | None) -> Extraction | None:
+    """An option letter, a yes/no, a time or a text answer
+    (:mod:`~ptfactory.filters.verify.answer_kinds`): the marked answer of that kind, else (a marked
+    answer of another kind: "The answer is 12, which is option C") the reply read for one, else
+    the marked answer as it is (compares different)."""
+    marked = _final_marked(text, lambda span, _after: span.strip() or None)
+    found = fallback_answer(kind, text, like) if fallback else None
     if marked is not None:
         span, rule = marked
-        answer = canonical(kind, span) or normalize_answer(span)  # another kind: compares different
+        if span == _AMBIGUOUS:
+            return None
+        if answer := canonical(kind, span):
+            return Extraction(answer, rule)
+        if found:
+            return Extraction(found, kind)
+        answer = normalize_answer(span)  # another kind: compares different
         return Extraction(answer, rule) if answer else None
-    found = fallback_answer(kind, text) if fallback else None
     return Extraction(found, kind) if found else None
 
 
-def extract(text: str | None, *, fallback: bool = True, like: str | None = None) -> Extraction | None:
-    """The final answer ``text`` states and the rule that found it; None when it states none.
+def _last_number(text: str) -> Extraction | None:
+    """The last number of ``text`` (a check after the answer left out), with a scale word after it
+    ("2.5 thousand" is 2500, not 2.5)."""
+    lines = text.rstrip().splitlines()
+    while len(lines) > 1 and _CHECK_LINE.match(lines[-1]):
+        lines.pop()
+    text = "\n".join(lines)
+    # not a unit's exponent: "12 cm^2" ends on 12
+    numbers = [n for n in _NUMBER.finditer(text) if not re.search(r"[a-zA-Z}]\^\{?$", text[: n.start()])]
+    if not numbers:
+        return None
+    if _DENIED.search(text[: numbers[-1].start()]):  # "The answer is not 18.": no answer
+        return None
+    powers = [m for m in _TIMES_TEN.finditer(text) if m.end() >= numbers[-1].end()]
+    if powers:  # "3 × 10^8 m/s": 300000000, not 8
+        return Extraction(
+            normalize_answer(f"{powers[-1].group(1)}e{powers[-1].group(2)}") or "", "last_number"
+        )
+    scale = _SCALE_AFTER.match(text, numbers[-1].end())
+    answer = normalize_answer(numbers[-1].group(0) + (scale.group(0) if scale else ""))
+    return Extraction(answer, "last_number") if answer else None
 
-    ``like``: the expected answer, when known. An option letter or yes/no there makes the reply be
-    read for that kind of answer (:mod:`~ptfactory.filters.verify.answer_kinds`); otherwise it
-    changes nothing."""
+
+def extract(text: str | None, *, fallback: bool = True, like: str | None = None) -> Extraction | None:
+    """The final answer ``text`` states and the rule that found it; None when it states none (or
+    its marked answer holds several candidates: "The answer is 18 or 20").
+
+    ``like``: the expected answer, when known. An option letter, yes/no, a time, a text answer or
+    a set of solutions there makes the reply be read for that kind of answer
+    (:mod:`~ptfactory.filters.verify.answer_kinds`); otherwise it changes nothing."""
     if not text or not text.strip():
         return None
-    text = _PLAIN_ROOT.sub(_root, text.translate(_READ_AS))
+    text = _PLAIN_ROOT.sub(_root, text.translate(READ_AS))
     kind = kind_of(like)
     if kind is not None:
-        return _of_kind(kind, text, fallback)
+        return _of_kind(kind, text, fallback, like)
     size = _set_size(like)
     if size:
         return _of_set(size, text, fallback)
-    hashed = _HASH.findall(text)
-    if hashed and (answer := normalize_answer(hashed[-1])):
-        return Extraction(answer, "hash")
-    tagged = _TAG.findall(text)
-    if tagged and (answer := normalize_answer(tagged[-1])):
-        return Extraction(answer, "tag")
-    boxed = _last_boxed(text)
-    if boxed is not None and (answer := normalize_answer(boxed)):
-        return Extraction(answer, "boxed")
-    if stated := _stated(text):
-        return Extraction(stated, "stated")
+    marked = _final_marked(text, _read_marked)
+    if marked is not None:
+        return Extraction(*marked) if marked[0] != _AMBIGUOUS else None
     if fallback:
         whole = text.strip()
         answer = normalize_answer(whole) if "\n" not in whole and len(whole.split()) <= _WHOLE_WORDS else None
-        # a short text with a number is its answer only when it is that number ("20 days", not "It is 18")
-        if answer and (_NUMBER.fullmatch(answer) or not re.search(r"\d", whole)):
+        # a short text with a number is its answer only when it is that number ("20 days", not "It
+        # is 18") or an expression without words ("x > 3")
+        # a short reply in words states no number ("I don't know.") when a number is expected
+        wordy = not re.search(r"\d", whole) and like is not None and bool(_NUMBER.fullmatch(like.strip()))
+        stated = answer and (
+            _NUMBER.fullmatch(answer) or not re.search(r"\d", whole) or not _has_words(answer)
+        )
+        if answer and stated and (not wordy or last_word_number(whole)):
             return Extraction(answer, "whole")
-        math = _last_math(text)
+        math = last_math(text)
         if math is not None and not _NUMBER.search(text[math[1] :]) and (answer := normalize_answer(math[0])):
             return Extraction(answer, "last_math")
-        numbers = list(_NUMBER.finditer(text))
-        # the last number, with a scale word after it ("2.5 thousand" is 2500, not 2.5)
-        scale = _SCALE_AFTER.match(text, numbers[-1].end()) if numbers else None
-        last = numbers[-1].group(0) + (scale.group(0) if scale else "") if numbers else ""
-        if numbers and (answer := normalize_answer(last)):
-            return Extraction(answer, "last_number")
-        if not numbers and (answer := last_word_number(text)):  # no digits: "There are three cats."
+        if _NUMBER.search(text):
+            return _last_number(text)
+        if answer := last_word_number(text):  # no digits: "There are three cats."
             return Extraction(answer, "word_number")
     return None
+
+
+def _read_marked(span: str, after: str | None) -> str | None:
+    """A marked answer read for one number (:func:`_read_number`), or (a box or a tag holding a long
+    text) normalised as it is."""
+    read = _read_number(span)
+    if read is None and after is None:
+        return normalize_answer(span)
+    if read == _AMBIGUOUS and after and (which := _WHICH_IS.match(after)):  # "20 minus 2, which is 18"
+        read = _read_number(which.group(1))
+    return read
 
 
 def extract_answer(text: str | None, *, fallback: bool = True, like: str | None = None) -> str | None:

@@ -14,6 +14,11 @@ the call raises; with its timeouts off, nothing bounds a pathological comparison
 - ``workers=0`` compares in the calling thread: fine on a main thread (a script, the CLI); off it,
   math-verify refuses to arm its alarm and the result is ``thread_error``, never a silent "different".
 
+Text answers never reach math-verify: it reads a word as a product of symbols, so "May" equals
+"Amy" and "tops" equals "stop". When either answer is text
+(:func:`~ptfactory.filters.verify.answer_kinds.is_text`), they compare as text
+(:func:`~ptfactory.filters.verify.answer_kinds.text_form`: case, articles and punctuation aside).
+
 The verdicts come from :class:`Comparison.status`: ``equal`` / ``different`` decide, the rest
 (``gold_unparsed``, ``timeout``, ``error``, ``thread_error``) abstain.
 """
@@ -24,6 +29,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ptfactory.filters.verify.answer_kinds import is_text, text_form
 from ptfactory.filters.verify.pool import Failed, WorkerPool
 
 __all__ = ["DECIDED", "Comparison", "MathVerifyPool", "compare_answers"]
@@ -55,6 +61,8 @@ def compare_answers(gold: str, pred: str, timeout_s: int = 5) -> Comparison:
 
     Runs wherever it is called; :class:`MathVerifyPool` calls it on a worker's main thread.
     """
+    if is_text(gold) or is_text(pred):  # words are no product of symbols: compared as text
+        return Comparison("equal" if text_form(gold) == text_form(pred) else "different", gold, pred)
     from math_verify import parse, verify
     from math_verify.errors import TimeoutException
 

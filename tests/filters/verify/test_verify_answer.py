@@ -125,6 +125,62 @@ def test_times_sets_mixed_numbers_and_words(
     assert got.verdict == verdict, got.evidence
 
 
+@pytest.mark.parametrize(
+    ("reference", "response", "verdict"),
+    [
+        # wrong answers that passed: words after a number read as its unit
+        ("18", "The answer is 18 dollars and 50 cents.", "fail"),
+        ("18.50", "The answer is 18 dollars and 50 cents.", "pass"),
+        ("2", "The answer is 2 hours 30 minutes.", "fail"),
+        ("3", "The answer is 3 and a half hours.", "fail"),
+        ("3.5", "The answer is 3 and a half hours.", "pass"),
+        ("5", "The answer is 5 feet 6 inches.", "fail"),
+        ("20", "The answer is 20 minus 2, which is 18.", "fail"),
+        ("18", "The answer is 18 or 20.", "no_answer"),
+        ("1.5", "Converting, the answer is 1.5e6", "fail"),
+        ("1500", "The answer is 1.5e3", "pass"),
+        # the first number of a stated span, a box before a correction, a denied number
+        ("3", "The answer is 3 * 6 = 18 boxes.", "fail"),
+        ("18", "You might think the answer is 18, but we forgot the 2 she found, so she has 20.", "fail"),
+        ("20", "You might think the answer is 18, but we forgot the 2 she found, so she has 20.", "pass"),
+        ("18", "The answer is \\boxed{18}.\n\nWait, I made a mistake. So the correct answer is 17.", "fail"),
+        ("18", "The answer is not 18.", "no_answer"),
+        # a restated question's first word, anagrams through math-verify, a fraction in words, a time
+        ("true", "True or False? The statement is false because 0.1 + 0.2 != 0.3 in floating point.", "fail"),
+        (
+            "false",
+            "True or False? The statement is false because 0.1 + 0.2 != 0.3 in floating point.",
+            "pass",
+        ),
+        ("Amy", "The answer is May.", "fail"),
+        ("stop", "The answer is tops.", "fail"),
+        ("1", "You need one half cup of sugar.", "fail"),
+        ("1/2", "The answer is one half.", "pass"),
+        ("3:30 AM", "The answer is $\\boxed{3:30 \\text{ PM}}$", "fail"),
+        ("3:30 AM", "They meet at 3:30 in the afternoon.", "fail"),
+        # text answers: as text, an unmarked one only from a plain final sentence
+        ("Paris", "It is not Paris; it is Lyon.", "no_answer"),
+        ("Paris", "The capital of France is Paris.", "pass"),
+        ("Pacific Ocean", "The answer is the Pacific Ocean.", "pass"),
+        ("blue", "It's blue.", "pass"),
+        # right answers that failed
+        ("12", "The answer is 12 cm^2", "pass"),
+        ("12 cm^2", "The area is 12 square cm.", "pass"),  # the reference read 12*c*m^2
+        ("18", "#### Final Answer\nThe total is $18.", "pass"),
+        ("18", "The answer isn't 18; it's 20.", "fail"),
+        ("C) 12", "The answer is C.", "pass"),
+        ("(A) 12", "The answer is A.", "pass"),
+        ("yes", "\\boxed{\\text{Yes}}", "pass"),
+        ("The answer is 18.", "18", "pass"),  # a reference written as a sentence
+        ("18", "I don't know.", "no_answer"),  # a short reply in words states no number
+        ("12", "twelve", "pass"),
+    ],
+)
+def test_wrong_answers_never_pass(pool: MathVerifyPool, reference: str, response: str, verdict: str) -> None:
+    got = AnswerVerifier(pool).verify(row(response, answer=reference))
+    assert got.verdict == verdict, got.evidence
+
+
 def test_what_does_not_apply_abstains(pool: MathVerifyPool) -> None:
     verifier = AnswerVerifier(pool)
     no_reference, no_response = row("The answer is 18.", answer=None), row(None)
@@ -213,4 +269,7 @@ def test_workers_that_cannot_start_are_one_clear_error(how: str, tmp_path: Path)
 
 def test_compare_answers_directly() -> None:
     assert compare_answers("0.5", "\\frac{1}{2}").status == "equal"
+    # words are text, not products of symbols (math-verify made "May" equal "Amy")
+    assert compare_answers("Amy", "May").status == "different"
+    assert compare_answers("Pacific Ocean", "the pacific ocean").status == "equal"
     assert compare_answers("", "3").status == "gold_unparsed"

@@ -64,6 +64,46 @@ GSM8K_SOLUTION = (
         ("The answer is 1 million.", "1000000", "stated"),  # a scale word is no unit (read 1)
         ("It sold 2.5 thousand copies", "2500", "last_number"),
         ("The answer is 2½.", "5/2", "stated"),  # a vulgar fraction (read 2½, then nothing)
+        # words after a number that carry more of the answer are no unit (each read its first number)
+        ("The answer is 18 dollars and 50 cents.", "37/2", "stated"),
+        ("The answer is 2 hours 30 minutes.", "5/2", "stated"),  # one amount in the first unit
+        ("The answer is 5 feet 6 inches.", "11/2", "stated"),
+        ("The answer is 3 and a half hours.", "7/2", "stated"),
+        ("The answer is 20 minus 2, which is 18.", "18", "stated"),
+        ("Converting, the answer is 1.5e6", "1500000", "stated"),  # scientific notation (read 1.5)
+        ("The speed of light is about 3 × 10^8 m/s.", "300000000", "last_number"),  # (read 8)
+        # a stated equation gives what follows its last "=" (each read its first number)
+        ("The answer is 3 * 6 = 18 boxes.", "18", "stated"),
+        ("So the answer is 12 + 6 = 18.", "18", "stated"),
+        ("The answer is 18 (9 eggs × $2).", "18", "stated"),
+        # an answer taken back, negated or corrected is not the answer
+        (
+            "You might think the answer is 18, but we forgot the 2 she found, so she has 20.",
+            "20",
+            "last_number",
+        ),
+        (
+            "The answer is \\boxed{18}.\n\nWait, I made a mistake: 3, not 2. So the correct answer is 17.",
+            "17",
+            "stated",
+        ),
+        ("The answer isn't 18; it's 20.", "20", "last_number"),  # read "n't 18"
+        ("The answer is 18, not 20.", "18", "stated"),
+        # markdown headings are no GSM8K answer (each read the heading)
+        ("#### Step 1: Eggs\nShe has 9 eggs.\n#### Step 2: Money\n9 * 2 = 18, so $18.", "18", "last_number"),
+        ("#### Final Answer\nThe total is $18.", "18", "last_number"),
+        ("#### The answer is 18", "18", "hash"),  # a line with one number in it
+        ("So the answer is 18!", "18", "stated"),  # not 18 factorial
+        ("The answer is about 18 apples", "18", "stated"),
+        ("The answer is negative 5.", "-5", "stated"),
+        ("The answer is 12 cm^2", "12", "stated"),
+        ("The area is 12 cm^2.", "12", "last_number"),  # not the exponent
+        ("The answer is 45°.", "45", "stated"),
+        ("She has 18 apples left.\nCheck: 18 + 2 = 20.", "18", "last_number"),  # a check comes after
+        # fractions in words (read 1 and the text)
+        ("You need one half cup of sugar.", "1/2", "word_number"),
+        ("The answer is three-fourths.", "3/4", "stated"),
+        ("The answer is 8 hundred.", "800", "stated"),
     ],
 )
 def test_formats(text: str, answer: str, rule: str) -> None:
@@ -72,7 +112,22 @@ def test_formats(text: str, answer: str, rule: str) -> None:
     assert extract_answer(text) == answer
 
 
-@pytest.mark.parametrize("text", ["", "   ", "I am not sure how to solve this.", None])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "I am not sure how to solve this.",
+        None,
+        # several candidates, a denied number or a box and a later answer that disagree: no guess
+        "The answer is 18 or 20.",
+        "The answer is x = 5 and y = 3",
+        "The answer is not 18.",
+        "#### 18 or 20",
+        "\\boxed{18 \\text{ or } 20}",
+        "The answer is \\boxed{18}.\n\nThe answer is 17.",
+    ],
+)
 def test_no_answer(text: str | None) -> None:
     assert extract_answer(text) is None
 
@@ -122,6 +177,29 @@ def test_reference_answers() -> None:
         ("I pick option D", "A", "D", "choice"),
         ("The answer is 18", "17", "18", "stated"),  # a number expected changes nothing
         ("so the limit is \\boxed{e}", "e", "e", "boxed"),  # a bare lower-case letter is math
+        # the verdict word, not a restated "True or False?" (read "yes")
+        (
+            "True or False? The statement is false because 0.1 + 0.2 != 0.3 in floating point.",
+            "true",
+            "no",
+            "yes_no",
+        ),
+        ("\\boxed{\\text{Yes}}", "yes", "yes", "boxed"),
+        ("The answer is 17, which is prime, so yes.", "yes", "yes", "yes_no"),
+        ("After checking, 17 is prime. So yes.", "yes", "yes", "yes_no"),
+        ("The correct option is C) 12", "C", "C", "stated"),
+        ("The answer is option B.", "B", "B", "stated"),
+        ("The correct answer is choice (C).", "C", "C", "stated"),
+        ("The answer is \\boxed{\\textbf{(B)}}", "B", "B", "boxed"),
+        ("The answer is 12, which is option C.", "C", "C", "choice"),
+        ("The answer is C.", "C) 12", "C", "stated"),  # a reference with the option's text
+        ("The answer is $\\boxed{3:30 \\text{ PM}}$", "3:30 AM", "15:30", "boxed"),  # read 3:30
+        ("They meet at 3:30 in the afternoon.", "3:30 AM", "15:30", "time"),
+        # a text answer: compared as text, an unmarked one only from a plain final sentence
+        ("The answer is the Pacific Ocean.", "Pacific Ocean", "pacific ocean", "stated"),
+        ("The capital of France is Paris.", "Paris", "paris", "text"),
+        ("It's blue.", "blue", "blue", "text"),
+        ("Amy is older.", "Amy", "amy", "text"),
     ],
 )
 def test_an_expected_letter_or_yes_no_reads_that_kind(
@@ -129,3 +207,18 @@ def test_an_expected_letter_or_yes_no_reads_that_kind(
 ) -> None:
     found = extract(text, like=like)
     assert found is not None and (found.answer, found.rule) == (answer, rule)
+
+
+@pytest.mark.parametrize(
+    ("text", "like"),
+    [
+        ("It is not Paris; it is Lyon.", "Paris"),  # a negation in the final sentence
+        ("Amy is older than May.", "May"),  # a comparison names two
+        ("The capital of France is Paris. I hope that helps!", "Paris"),  # not the final sentence
+        ("Yes and no.", "yes"),
+        ("The answer is (B) or (C).", "B"),  # two letters: compares as the text it is, never B
+    ],
+)
+def test_an_unsure_reply_of_a_kind_gives_no_such_answer(text: str, like: str) -> None:
+    found = extract(text, like=like)
+    assert found is None or found.answer not in ("paris", "may", "yes", "B")
