@@ -33,6 +33,7 @@ module              holds
 ``base``            :class:`Verdict`, :class:`Verifier`, ``OUTCOMES``
 ``extract``         the one answer extractor: :func:`extract_answer` / :func:`extract`
 ``spans``           a stated span as the string to compare (units, amounts, scientific notation)
+``markers``         what marks an answer or takes it back: headings, checks, <think>, corrections
 ``pool``            bounded worker processes (:class:`WorkerPool`): a hung check abstains
 ``mathcheck``       math-verify's comparison in those workers (:class:`MathVerifyPool`)
 ``answer``          :class:`AnswerVerifier`: the final answer against ``reference.answer``

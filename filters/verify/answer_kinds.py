@@ -51,6 +51,8 @@ _LEADING = re.compile(r"^(?:\(([A-J])\)|([A-J])(?=$|[).:,;]|\s+(?:because|since|
 _NAMED = re.compile(r"\b(?:option|choice)\s+\(?([A-J])\)?(?!\w)|\(([A-J])\)")
 _OPENS = re.compile(r"^\(?([A-J])[).:]\s")
 _IT_IS = re.compile(r"\b(?:is|it's)\s+\(?([A-J])\)?[.!]?$")  # "I think it's B."
+# "C is correct because ...", "(B) is the right answer"
+_IS_CORRECT = re.compile(r"(?<![\w'])\(?([A-J])\)?\s+is\s+(?:the\s+)?(?:correct|right)\b")
 _TRUTH = {"yes": "yes", "no": "no", "true": "yes", "false": "no"}
 _FIRST_WORD = re.compile(r"^[*_`\s\"'(]*([A-Za-z]+)\b")
 # a clock time: "3:30", "15:30", "3:30 PM", "3:30 p.m."; not a ratio's "3:2" (minutes take two digits)
@@ -231,6 +233,9 @@ def fallback_answer(kind: str, text: str, like: str | None = None) -> str | None
     opened = {m.group(1) for line in lines if (m := _OPENS.match(line.strip(_WRAP)))}
     if len(opened) == 1:
         return opened.pop()
+    correct = {m.group(1) for m in _IS_CORRECT.finditer(text)}
+    if len(correct) == 1:
+        return correct.pop()
     named = {next(g for g in m.groups() if g) for m in _NAMED.finditer(lines[-1])} if lines else set()
     if len(named) == 1:
         return named.pop()

@@ -43,6 +43,13 @@ rule            what it reads
                 (:mod:`~ptfactory.filters.verify.number_words`)
 ==============  ==================================================================================
 
+Before the rules: a reply with a ``<think>`` block is read after its last ``</think>`` (one whose
+thinking never closes states no answer), and a self-correction after the answer ("The answer is B,
+no wait, it's C", "\\boxed{60} ... Wait, I made a mistake: ... 15 x 3 = 45") gives what the text
+after the last correction that states an answer gives. A ``####`` / tag / box answer followed by a
+concluding sentence with another number ("\\boxed{60} So she reads 45 pages in total.")
+contradicts itself: no answer.
+
 A marked answer that still holds several candidates ("The answer is 18 or 20", "x = 5 and y =
 3", "#### 18 or 20", "\\boxed{18 \\text{ or } 20}", "20 minus 2" with nothing after it) is no
 answer (None): never a guess, and never its first number. A prose span with one number gives it
@@ -81,6 +88,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ptfactory.filters.verify.answer_kinds import canonical, fallback_answer, kind_of
+from ptfactory.filters.verify.markers import (
+    CHECK_LINE,
+    CORRECTION,
+    after_thinking,
+    concludes_otherwise,
+    corrections,
+    hash_answer,
+)
 from ptfactory.filters.verify.number_words import last_word_number, names_more
 from ptfactory.filters.verify.spans import (
     NUM,
@@ -120,25 +135,6 @@ _CONTRAST = re.compile(r"\s*,?\s*but\b", re.I)
 _NEGATED = re.compile(r"(?:not|n't|never)\b", re.I)
 # "The answer is 20 minus 2, which is 18": an expression, then its value
 _WHICH_IS = re.compile(rf"\s*,?\s*which\s+(?:is|equals|gives|makes)\s+(.+?){_END}", re.I | re.S)
-# a correction between a boxed answer and a later stated one: the later one is the answer
-_CORRECTION = re.compile(
-    r"\b(?:wait|actually|mistake|error|wrong|oops|sorry|correct(?:ion|ed)?|recalculat\w*|re-?check\w*|instead)\b",
-    re.I,
-)
-# a markdown heading written with GSM8K's marker is no answer: "#### Step 1: Eggs", "#### Final Answer"
-_HEADINGS = {
-    "step",
-    "final",
-    "answer",
-    "solution",
-    "conclusion",
-    "summary",
-    "explanation",
-    "calculation",
-    "result",
-}
-# a check after the answer: its numbers are not the answer ("Check: 18 + 2 = 20.")
-_CHECK_LINE = re.compile(r"^\W*(?:check|checking|verify|verification|double[- ]check)\b", re.I)
 # a number denied where it stands: "The answer isn't 18.", "..., not 20."
 _DENIED = re.compile(r"(?:\bnot|n't|\bnever|\binstead\s+of|\brather\s+than)\s+[^.;,\d\n]{0,20}$", re.I)
 _MAX_SPAN = 200  # a stated "answer" longer than this is prose, not an answer
@@ -172,18 +168,6 @@ def _last_boxed(text: str) -> tuple[str, int] | None:
 
 def _has_words(text: str) -> bool:
     return bool(_WORDS.search(re.sub(r"\\[a-zA-Z]+", " ", text)))
-
-
-def _hash_answer(span: str) -> bool:
-    """Is a ``####`` line an answer ("#### 18", "#### B", "#### 18 or 20": one to read) and not a
-    markdown heading ("#### Step 1: Eggs", "#### 2. Money", "#### Final Answer", "#### Solution:")?"""
-    text = strip_wrappers(span)
-    first = re.match(r"[A-Za-z]+", text)
-    if not text or text.endswith(":") or re.match(r"\d+[.)]\s+[A-Za-z]", text):
-        return False
-    if first is not None and first.group(0).lower() in _HEADINGS:
-        return False
-    return bool(re.search(r"\d", text)) or len(text.split()) == 1
 
 
 def _read_number(span: str) -> str | None:
@@ -239,15 +223,17 @@ def _final_marked(text: str, read: Callable[[str, str | None], str | None]) -> t
         if (answer := read(span, after)) is not None:
             stated = (answer, start)
             break
-    hashed = [(m.group(1), m.end()) for m in _HASH.finditer(text) if _hash_answer(m.group(1))]
+    hashed = [(m.group(1), m.end()) for m in _HASH.finditer(text) if hash_answer(m.group(1))]
     tagged = [(m.group(1), m.end()) for m in _TAG.finditer(text)]
     box = _last_boxed(text)
     for rule, found in (("hash", hashed), ("tag", tagged), ("boxed", [box] if box else [])):
         if not found or not (answer := read(found[-1][0], None)):
             continue
         end = found[-1][1]
+        if answer != _AMBIGUOUS and concludes_otherwise(text[end:], answer, _same):
+            return _AMBIGUOUS, rule
         if stated is not None and stated[1] >= end and answer != _AMBIGUOUS and not _same(stated[0], answer):
-            corrected = _CORRECTION.search(text[end : stated[1] + 20])
+            corrected = CORRECTION.search(text[end : stated[1] + 20])
             return (stated[0] if corrected else _AMBIGUOUS), "stated"
         return answer, rule
     return (stated[0], "stated") if stated is not None else None
@@ -316,7 +302,7 @@ def _last_number(text: str) -> Extraction | None:
     """The last number of ``text`` (a check after the answer left out), with a scale word after it
     ("2.5 thousand" is 2500, not 2.5)."""
     lines = text.rstrip().splitlines()
-    while len(lines) > 1 and _CHECK_LINE.match(lines[-1]):
+    while len(lines) > 1 and CHECK_LINE.match(lines[-1]):
         lines.pop()
     text = "\n".join(lines)
     # not a unit's exponent: "12 cm^2" ends on 12
@@ -344,6 +330,20 @@ def extract(text: str | None, *, fallback: bool = True, like: str | None = None)
     (:mod:`~ptfactory.filters.verify.answer_kinds`); otherwise it changes nothing."""
     if not text or not text.strip():
         return None
+    text = after_thinking(text)
+    if not text:
+        return None
+    found = _extract(text, fallback, like)
+    # a self-correction after the answer: what the text after the last correction that still
+    # states an answer gives, where it differs
+    for later_text in corrections(text):
+        later = _extract(later_text, fallback, like)
+        if later is not None:
+            return later if found is None or not _same(later.answer, found.answer) else found
+    return found
+
+
+def _extract(text: str, fallback: bool, like: str | None) -> Extraction | None:
     text = _PLAIN_ROOT.sub(_root, text.translate(READ_AS))
     kind = kind_of(like)
     if kind is not None:

@@ -173,6 +173,19 @@ def test_times_sets_mixed_numbers_and_words(
         ("yes", "\\boxed{\\text{Yes}}", "pass"),
         ("The answer is 18.", "18", "pass"),  # a reference written as a sentence
         ("18", "I don't know.", "no_answer"),  # a short reply in words states no number
+        # a self-correction after the answer, a box contradicted by the conclusion, unclosed thinking
+        ("B", "The answer is B, no wait, it's C.", "fail"),
+        ("B", "Answer: B\n\nActually, C is correct because the reaction releases heat.", "fail"),
+        ("yes", "Yes. Wait, no. 91 = 7 × 13, so it is not prime.", "fail"),
+        (
+            "45",
+            "So $\\boxed{60}$.\n\nWait, I made a mistake: she read on 3 days, so $15 \\times 3 = 45$.",
+            "pass",
+        ),
+        ("60", "The answer is 50. Wait, let me recheck: 15 × 4 = 60. So she read 60 pages.", "pass"),
+        ("60", "$\\boxed{60}$\n\nSo she reads 45 pages in total.", "no_answer"),
+        ("18", "<think>Let me compute 16 - 7 = 9. Then 9 × 2 = 18. So", "no_answer"),
+        ("5", "<think>The answer is 5? no.</think>\nShe makes 9 * 2 = 18 dollars.", "fail"),
         ("12", "twelve", "pass"),
     ],
 )

@@ -1,0 +1,69 @@
+"""What marks a reply's final answer as one, or takes it back (the extractor's rules:
+:mod:`~ptfactory.filters.verify.extract`): a ``####`` line that is a markdown heading, a check
+after the answer, a ``<think>`` block, a self-correction, a conclusion that contradicts a boxed
+answer."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+from ptfactory.filters.verify.spans import NUMBER, normalize_answer, number_value, strip_wrappers
+
+__all__ = ["CHECK_LINE", "CORRECTION", "after_thinking", "concludes_otherwise", "corrections", "hash_answer"]
+
+# a correction after an answer: "The answer is B, no wait, it's C", "Wait, I made a mistake: ..."
+CORRECTION = re.compile(
+    r"\b(?:wait|actually|mistake|error|wrong|oops|sorry|correct(?:ion|ed)?|recalculat\w*|re-?check\w*|instead)\b",
+    re.I,
+)
+# a markdown heading written with GSM8K's marker is no answer: "#### Step 1: Eggs", "#### Final Answer"
+_HEADINGS = frozenset(
+    {"step", "final", "answer", "solution", "conclusion", "summary", "explanation", "calculation", "result"}
+)
+# a check after the answer: its numbers are not the answer ("Check: 18 + 2 = 20.")
+CHECK_LINE = re.compile(r"^\W*(?:check|checking|verify|verification|double[- ]check)\b", re.I)
+# a concluding sentence after a boxed answer: "\boxed{60} So she reads 45 pages in total."
+_CONCLUSION = re.compile(
+    r"(?:^|[.!?\n]\s*)(?:so|therefore|thus|hence|in total|overall|in conclusion)\b([^.!?\n]*)", re.I
+)
+
+
+def hash_answer(span: str) -> bool:
+    """Is a ``####`` line an answer ("#### 18", "#### B", "#### 18 or 20": one to read) and not a
+    markdown heading ("#### Step 1: Eggs", "#### 2. Money", "#### Final Answer", "#### Solution:")?"""
+    text = strip_wrappers(span)
+    first = re.match(r"[A-Za-z]+", text)
+    if not text or text.endswith(":") or re.match(r"\d+[.)]\s+[A-Za-z]", text):
+        return False
+    if first is not None and first.group(0).lower() in _HEADINGS:
+        return False
+    return bool(re.search(r"\d", text)) or len(text.split()) == 1
+
+
+def after_thinking(text: str) -> str:
+    """The reply after its last ``</think>`` (the answer follows the reasoning); empty when its
+    thinking never closed (it gave no answer)."""
+    if "<think>" not in text and "</think>" not in text:
+        return text
+    closed = text.rfind("</think>")
+    return text[closed + len("</think>") :] if closed >= 0 else ""
+
+
+def corrections(text: str) -> Iterator[str]:
+    """The text after each correction word, the last first (the extractor takes the first of these
+    that states an answer)."""
+    for marker in reversed(list(CORRECTION.finditer(text))):
+        yield text[marker.end() :]
+
+
+def concludes_otherwise(after: str, answer: str, same: Callable[[str, str], bool]) -> bool:
+    """Does the text after a marked numeric answer conclude with another number (the reply
+    contradicts itself: no answer)?"""
+    if number_value(answer) is None:
+        return False
+    for match in _CONCLUSION.finditer(after):
+        numbers = NUMBER.findall(match.group(1))
+        if numbers and not any(same(normalize_answer(n) or n, answer) for n in numbers):
+            return True
+    return False
