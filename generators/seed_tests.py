@@ -6,43 +6,71 @@ call is the entry point (:func:`called_entry`).
 Tests are text, or a list of lines (MBPP's ``test_list``) that ``filters.verify.inputs.tests_text``
 joins, as for ``ptf judge --tests-column``. They must define ``check(candidate)``
 (HumanEval), assert on the entry point at top level (MBPP), or define ``test*`` functions without
-arguments or a ``unittest.TestCase`` (pytest, unittest).
+arguments, ``class Test*`` methods or a ``unittest.TestCase`` (pytest, unittest), or run doctest
+(``doctest.testmod()``). An entry point may be written ``f()``, ``module.f`` or ``Solution.f``.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+from collections.abc import Iterable
 
 from ptfactory.errors import SeedError
+from ptfactory.filters.execution.solutions import entry_name
 
 __all__ = ["called_entry", "check_code_fields"]
 
 
 def called_entry(tests: str | None) -> str | None:
-    """The function MBPP-style tests call when a seed names no entry point: the one name, not a
-    builtin, that the top-level asserts call (``assert minimum(1, 2) == 1`` -> ``minimum``); None
-    when there is none or several, or the tests do not parse (the caller then says what is missing)."""
+    """The function tests call when a seed (or a ``ptf judge`` row) names no entry point: the one
+    name, not a builtin, that the top-level asserts call (``assert minimum(1, 2) == 1`` ->
+    ``minimum``); without top-level asserts, the one such name the asserts and ``self.assert*``
+    calls anywhere in the tests call that the tests do not define or import themselves. None when
+    there is none or several, or the tests do not parse (the caller then says what is missing)."""
     try:
         tree = ast.parse(tests or "")
     except SyntaxError:
         return None
-    called = {
+    top = _called(s.test for s in tree.body if isinstance(s, ast.Assert))
+    if top:
+        return top.pop() if len(top) == 1 else None
+    own = {"candidate", "self", "cls"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own.add(node.name)
+        elif isinstance(node, ast.arg):
+            own.add(node.arg)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            own.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+    checked: list[ast.AST] = [n.test for n in ast.walk(tree) if isinstance(n, ast.Assert)]
+    checked += [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.startswith("assert")
+    ]
+    anywhere = _called(checked) - own
+    return anywhere.pop() if len(anywhere) == 1 else None
+
+
+def _called(tests: Iterable[ast.AST]) -> set[str]:
+    """The names, not builtins, that ``tests`` call."""
+    return {
         node.func.id
-        for statement in tree.body
-        if isinstance(statement, ast.Assert)
-        for node in ast.walk(statement.test)
+        for test in tests
+        for node in ast.walk(test)
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and not hasattr(builtins, node.func.id)
     }
-    return called.pop() if len(called) == 1 else None
 
 
 def check_code_fields(where: str, entry_point: str | None, tests: str | None) -> None:
     if entry_point is None:
         raise SeedError(f"{where}: field 'entry_point' is missing; code seeds name the function to test")
-    if not entry_point.isidentifier():
+    if not (entry_name(entry_point) or "").isidentifier():
         raise SeedError(f"{where}: field 'entry_point' is {entry_point!r}, not a Python function name")
     if tests is None:
         raise SeedError(
@@ -55,12 +83,12 @@ def check_code_fields(where: str, entry_point: str | None, tests: str | None) ->
             f"{where}: field 'tests' is not valid Python ({exc.msg}, line {exc.lineno})"
         ) from None
     if not any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body) and not (
-        _asserts_on(tree, entry_point) or _test_units(tree)
+        _asserts_on(tree, entry_name(entry_point) or entry_point) or _test_units(tree)
     ):
         raise SeedError(
             f"{where}: field 'tests' neither defines check(candidate) (HumanEval-style), nor asserts "
             f"on {entry_point}(...) at top level (MBPP-style), nor defines test functions without "
-            "arguments (pytest-style) or a unittest.TestCase class"
+            "arguments or a class Test* (pytest-style), a unittest.TestCase class, or runs doctest"
         )
 
 
@@ -72,16 +100,23 @@ def _bare_test(node: ast.FunctionDef) -> bool:
 
 
 def _test_units(tree: ast.Module) -> bool:
-    """Top-level ``test*`` functions without arguments or a class deriving from ``TestCase``: what
-    the execution harness calls (filters/execution/harness.py)."""
+    """Top-level ``test*`` functions without arguments, a class deriving from ``TestCase``, a
+    pytest-style ``class Test*`` with ``test*`` methods, or doctest run by the tests
+    (``doctest.testmod()``): what the execution harness runs (filters/execution/harness.py)."""
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and _bare_test(node):
             return True
         if isinstance(node, ast.ClassDef):
             bases = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases]
-            if "TestCase" in bases:
+            methods = [n for n in node.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
+            if "TestCase" in bases or (node.name.startswith("Test") and not bases and methods):
                 return True
-    return False
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("testmod", "run_docstring_examples")
+        for n in ast.walk(tree)
+    )
 
 
 def _asserts_on(tree: ast.Module, name: str) -> bool:

@@ -15,9 +15,10 @@ Where the text is, in this order:
 
 A row is a code row when the table's ``kind`` column says so, or, without one, when it has
 tests (``tests``/``entry_point`` columns, or the columns named by ``tests_column``/
-``entry_point_column``); a row with tests but no entry point takes the one function its reply
-defines, else the last one its prompt's stub defines, else it is an error naming the flag.
-What the verifiers check against: ``reference_column``
+``entry_point_column``); a row with tests but no entry point takes the one function its tests
+call, else the one function its reply defines, else the last one its prompt's stub defines, else
+it is an error naming the flag. A row with tests is always run: a ``scores.execution`` recorded
+in the input table is never trusted for it. What the verifiers check against: ``reference_column``
 (a reference answer: ``18``, or a worked solution ending ``#### 18``), a sample-schema
 ``reference`` struct, and the tests. Every row is taken as a model's output (judges are weighed
 against the verifiers on all labelled rows) unless a sample-schema ``provenance`` says who wrote it.
@@ -39,6 +40,7 @@ from ptfactory.annotators.judges.panel import Panel, PanelReport
 from ptfactory.errors import UserInputError
 from ptfactory.filters.execution.programs import infer_entry_point
 from ptfactory.filters.verify import verifier_inputs
+from ptfactory.generators.seed_tests import called_entry
 from ptfactory.storage.schema import from_records, prompt_of, sample_id
 
 __all__ = ["AGGREGATES", "PAIRS", "ColumnError", "Columns", "detect_columns", "judge_rows", "score_table"]
@@ -177,12 +179,14 @@ def judge_rows(
     for i, messages in enumerate(conversations):
         tests, entry = checks[i]["tests"], checks[i]["entry_point"]
         if tests and not entry and kinds[i] in (None, "code"):
-            # tests given without the function they call: the code verifier needs it
-            entry = infer_entry_point(prompt_of(messages), messages[-1]["content"])
+            # tests given without the function they call: the code verifier needs it (the one
+            # function the tests call, else the one the reply defines)
+            entry = called_entry(tests) or infer_entry_point(prompt_of(messages), messages[-1]["content"])
             if entry is None:
                 raise UserInputError(
-                    f"row {i} has tests but no entry point (the function its tests call), and its "
-                    "reply does not define exactly one function; pass --entry-point-column COLUMN "
+                    f"row {i} has tests but no entry point (the function its tests call), its tests "
+                    "do not call exactly one function and its reply does not define exactly one; "
+                    "pass --entry-point-column COLUMN "
                     "or give the table an `entry_point` column"
                 )
         kind = kinds[i] or ("code" if tests and entry else "sft")
@@ -194,7 +198,8 @@ def judge_rows(
                 "batch": BATCH,
                 "kind": kind,
                 "messages": messages,
-                "scores": _execution_only(scores[i]),
+                # a row with tests is run: a status recorded in the input table is never trusted
+                "scores": None if tests else _execution_only(scores[i]),
                 "tests": tests,
                 "entry_point": entry,
                 "reference": checks[i]["reference"],

@@ -1,36 +1,35 @@
 """The test harness that runs inside the sandbox and counts assertions (stdlib only; Python 3.11).
 
-Its code never runs on the host (the host reads this file's text; programs.py takes
-``ASSERTIONS_MARK`` from it too, so nothing on the host imports this module):
-:func:`ptfactory.filters.execution.programs.program` sends this file's source, followed by one
-``run(solution, tests, entry_point)`` call, as the job's ``program.py``.
-Parsing and rewriting the tests happens here, inside the sandbox, because the tests are model
-output too.
+Its code never runs on the host: :func:`ptfactory.filters.execution.programs.program` sends
+``harness_pytest.py``, ``harness_units.py`` and this file's source, followed by one ``run(solution, tests, entry_point,
+nonce)`` call, as the job's ``program.py``. Parsing and rewriting the tests happens here, inside
+the sandbox, because the tests are model output too.
 
-Each ``assert test, msg`` of the tests becomes a counted check: the test is evaluated, an
-exception or a false value counts as a failed assertion, and the run goes on to the next one
-(HumanEval's ``check`` would stop at the first). The last line written is
-``ASSERTIONS_MARK passed total``; the exit code is 0 only when every assertion held and nothing
-raised, so the status means what it meant before the counting (``passed`` = all tests pass).
+Each ``assert test, msg`` of the tests becomes a counted check: an exception or a false value
+counts as a failed assertion and the run goes on (HumanEval's ``check`` would stop at the first);
+an assert inside ``with pytest.raises(...)`` or a ``try`` with handlers lets its exception go on to
+them. The last line written is ``ASSERTIONS_MARK nonce passed total [why]``, ``nonce`` the host's
+for this run (``programs.graded`` reads no other line); the exit code is 0 only when at least one
+assertion ran and every one held.
 
-Tests come in four shapes: HumanEval's ``check(candidate)`` (called with the entry point),
-MBPP's top-level asserts (they run as the tests load), pytest-style ``test*`` functions that take
-no argument (each called; one that raises fails once, at its ``def`` line) and ``unittest.TestCase``
-classes (each test method one assertion). Tests that only define functions or classes nothing
-calls (``check`` without an entry point) fail with "no test ran": 0 of 0 assertions is no pass.
+Tests come in these shapes: HumanEval's ``check(candidate)`` (called with the entry point when the
+tests define it with one parameter and never call it themselves), MBPP's top-level asserts,
+pytest-style ``test*`` functions and ``class Test*`` methods (one that raises fails once, at its
+line), ``unittest.TestCase`` classes (each test method one assertion; ``unittest.main()`` calls
+are left out) and doctest examples (each one assertion). Tests that only define what nothing
+calls fail with "no test ran"; tests that run but check nothing report ``no_assertions``.
 
 The solution loads as the module ``solution`` (its ``if __name__ == "__main__":`` block does not
-run; tests may ``from solution import f``), less its top-level statements that call ``input()``:
-there is no input in the sandbox, so a demo line such as ``print(inc(int(input())))`` after a
-right ``inc`` could only fail it with EOFError. An entry point defined only as a method of a
-solution's class (``class Solution: def two_sum(self, ...)``) is called on an instance. The
-sandbox has no pytest: pytest-style tests get a stand-in module with ``raises`` and ``approx``.
+run; tests may ``from solution import f``), less its top-level statements that call ``input()``
+or a function of its own that does (no input here: EOFError). An entry point defined only as a
+method of a solution's class is called on an instance. The sandbox has no pytest: pytest-style
+tests get a stand-in module with ``raises`` and ``approx``.
 
-``total`` is the number of assertions evaluated (an assert in a loop counts each time); when the
-run stops early (an exception outside an assert, a solution that does not import) it is at least
-the number of asserts written in the tests, so a solution that crashes early is not graded on
-the few it reached. The counts are as trustworthy as the exit status: the solution runs in this
-process and could fake either; the sandbox bounds what code can do, not its honesty.
+Against a solution that games the count: program.py is deleted before the solution loads (it
+cannot read the tests or the nonce), the harness binds what it uses first, the tests run as a
+fresh ``__main__``, and a snapshot of ``builtins`` and of the modules the tests import (their
+classes too) fails a solution that rebinds one (``math.isclose``, ``TestCase.assertFalse``). The
+solution still runs in this process: the sandbox bounds what code can do, not its honesty.
 """
 
 from __future__ import annotations
@@ -41,10 +40,32 @@ import _ast
 import os
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are its globals there
+    from ptfactory.filters.execution.harness_pytest import _pytest_shim
+    from ptfactory.filters.execution.harness_units import (
+        _changed,
+        _count_doctests,
+        _forget_program,
+        _humaneval_check,
+        _imported,
+        _method_entry,
+        _missing,
+        _note_missing,
+        _preload,
+        _snapshot,
+        _test_cases,
+        _test_classes,
+        _test_functions,
+        _without_runners,
+    )
+
 ASSERTIONS_MARK = "@ptf-assertions"
 
 _counts = [0, 0]  # passed, evaluated
-_write = os.write  # taken before any untrusted code runs
+# taken before any untrusted code runs: a solution that rebinds builtins.bool, print or os._exit
+# changes nothing here
+_write, _leave, _bool, _isinstance, _type = os.write, os._exit, bool, isinstance, type
 
 
 class _Raised:
@@ -61,21 +82,66 @@ def _ptf_raised() -> _Raised:
 def _ptf_count(value: object, line: int) -> None:
     """Called in place of each assert, with the test's value (or a _Raised)."""
     why = "assertion failed"
-    if isinstance(value, _Raised):
-        held, why = False, f"raised {type(value.error).__name__}"
+    held: object = False
+    if _isinstance(value, _Raised):
+        error = value.error  # type: ignore[attr-defined]
+        _note_missing(error)
+        why = f"raised {_type(error).__name__}"
         try:
-            why += f": {value.error}"[:300]
+            why += f": {error}"[:300]
         except BaseException:  # an exception whose str() raises still counts as one failed assert
             pass
     else:
         try:
-            held = bool(value)
+            held = _bool(value) if _type(value) is not _bool else value
         except BaseException:  # a __bool__ that raises is a failed assertion, not a crash
             held = False
-    _counts[0] += held
+    _counts[0] += 1 if held is True else 0
     _counts[1] += 1
     if not held:  # what a reader of the log needs: which assert, since none stops the run any more
         _write(2, f"tests.py:{line}: {why}\n".encode())
+
+
+class _Stranger:
+    """A fresh object: an honest ``__eq__`` never says it equals one."""
+
+
+def _counterfeit(value: object, depth: int = 0) -> bool:
+    """``value`` is, or holds, an object of a class the solution defined whose ``__eq__`` says it
+    equals anything (``_Stranger()`` too): an answer made to pass every ``==``."""
+    kind = _type(value)
+    if kind.__module__ == "solution":
+        try:
+            return kind.__eq__(value, _Stranger()) is True
+        except BaseException:
+            return False
+    if depth < 3 and kind in (list, tuple, set, frozenset, dict):
+        items = list(value.items() if kind is dict else value)[:1000]  # type: ignore[attr-defined,arg-type]
+        return any(_counterfeit(item, depth + 1) for item in items)
+    return False
+
+
+def _ptf_eq(left: object, right: object) -> object:
+    """``left == right`` in an assert, false when either side is a counterfeit answer."""
+    result = left == right
+    if result is True and (_counterfeit(left) or _counterfeit(right)):
+        return False
+    return result
+
+
+def _honest_equality(test: _ast.expr) -> _ast.expr:
+    """``a == b`` (one operator) anywhere in an assert's test becomes ``_ptf_eq(a, b)``."""
+    if isinstance(test, _ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], _ast.Eq):
+        call = _ast.Call(_ast.Name("_ptf_eq", _ast.Load()), [test.left, test.comparators[0]], [])
+        _locate(call, test)
+        test = call
+    for field in test._fields:
+        value = getattr(test, field, None)
+        if isinstance(value, list):
+            setattr(test, field, [_honest_equality(v) if isinstance(v, _ast.expr) else v for v in value])
+        elif isinstance(value, _ast.expr):
+            setattr(test, field, _honest_equality(value))
+    return test
 
 
 def _locate(node: _ast.AST, where: _ast.AST) -> None:
@@ -91,17 +157,20 @@ def _locate(node: _ast.AST, where: _ast.AST) -> None:
                 _locate(child, where)
 
 
-def _counted(node: _ast.Assert) -> list[_ast.stmt]:
+def _counted(node: _ast.Assert, expecting: bool) -> list[_ast.stmt]:
     """``assert test, msg`` → ``try: _ptf_ok = test / except BaseException: _ptf_ok = _ptf_raised()``
     then ``_ptf_count(_ptf_ok, line)``. BaseException: a candidate calling ``sys.exit`` fails that
-    assert only. The names start with one underscore: two would be mangled inside a class body."""
+    assert only. ``expecting``: the assert sits where the tests expect an exception (a
+    ``with pytest.raises(...)`` block, the body of a ``try`` with handlers): the exception goes on
+    to them, unguarded. The names start with one underscore: two would be mangled inside a class."""
 
     def store(value: _ast.expr) -> _ast.Assign:
         return _ast.Assign([_ast.Name("_ptf_ok", _ast.Store())], value)
 
     raised = _ast.Call(_ast.Name("_ptf_raised", _ast.Load()), [], [])
     handler = _ast.ExceptHandler(_ast.Name("BaseException", _ast.Load()), None, [store(raised)])
-    guarded = _ast.Try([store(node.test)], [handler], [], [])
+    node.test = _honest_equality(node.test)
+    guarded = store(node.test) if expecting else _ast.Try([store(node.test)], [handler], [], [])
     count = _ast.Expr(
         _ast.Call(
             _ast.Name("_ptf_count", _ast.Load()),
@@ -114,25 +183,46 @@ def _counted(node: _ast.Assert) -> list[_ast.stmt]:
     return [guarded, count]
 
 
-def _rewrite(node: _ast.AST) -> int:
+def _expects_raise(node: _ast.AST) -> bool:
+    """A ``with`` whose context is ``raises(...)``, ``pytest.raises(...)``, ``self.assertRaises(...)``
+    (``assertRaisesRegex``...) or ``suppress(...)``: its block is expected to raise."""
+    for item in getattr(node, "items", []):
+        call = item.context_expr
+        function = call.func if isinstance(call, _ast.Call) else None
+        name = function.attr if isinstance(function, _ast.Attribute) else getattr(function, "id", "")
+        if name == "raises" or name.startswith("assertRaises") or name == "suppress":
+            return True
+    return False
+
+
+def _rewrite(node: _ast.AST, expecting: bool = False) -> int:
     """Replace every assert below ``node`` by its counted form, in place (what an
     ``ast.NodeTransformer`` with ``visit_Assert`` did); the number of asserts replaced."""
+    if isinstance(node, _ast.FunctionDef | _ast.AsyncFunctionDef | _ast.ClassDef | _ast.Lambda):
+        expecting = False  # a function's body runs where it is called, not inside the block
     found = 0
     for field in node._fields:
         value = getattr(node, field, None)
+        inside = expecting or (
+            field == "body"
+            and (
+                (isinstance(node, _ast.Try | _ast.TryStar) and bool(node.handlers))
+                or (isinstance(node, _ast.With | _ast.AsyncWith) and _expects_raise(node))
+            )
+        )
         if isinstance(value, list):
             items: list[object] = []
             for item in value:
                 if isinstance(item, _ast.Assert):
-                    items.extend(_counted(item))
+                    items.extend(_counted(item, inside))
                     found += 1
                 else:
                     if isinstance(item, _ast.AST):
-                        found += _rewrite(item)
+                        found += _rewrite(item, inside)
                     items.append(item)
             setattr(node, field, items)
         elif isinstance(value, _ast.AST):
-            found += _rewrite(value)
+            found += _rewrite(value, inside)
     return found
 
 
@@ -151,38 +241,39 @@ def _nodes(node: _ast.AST) -> list[_ast.AST]:
     return found
 
 
-def _reads_stdin(node: _ast.AST) -> bool:
-    """A statement that calls ``input()`` (with no input it can only raise EOFError; a read of
-    ``sys.stdin`` gets an empty text and may be harmless, so it stays)."""
+def _reads_stdin(node: _ast.AST, readers: set[str] | frozenset[str] = frozenset()) -> bool:
+    """A statement that calls ``input()`` or one of ``readers`` (the solution's functions that do;
+    with no input it can only raise EOFError; a read of ``sys.stdin`` gets an empty text and may be
+    harmless, so it stays)."""
     return any(
-        isinstance(n, _ast.Call) and isinstance(n.func, _ast.Name) and n.func.id == "input"
+        isinstance(n, _ast.Call)
+        and isinstance(n.func, _ast.Name)
+        and (n.func.id == "input" or n.func.id in readers)
         for n in _nodes(node)
     )
 
 
 def _without_stdin_demo(tree: _ast.Module) -> _ast.Module:
-    """The solution less its top-level statements that call ``input()``: a reply's demo
-    (``print(inc(int(input())))``) after the function the tests call. There is no input here, so
-    such a line can only raise EOFError; definitions that read it are kept (called, they fail)."""
+    """The solution less its top-level statements that call ``input()``, or call one of its
+    functions that does (``main()`` reading ``n``): a reply's demo after the function the tests call.
+    There is no input here, so such a line can only raise EOFError; definitions that read it are
+    kept (called, they fail)."""
     defines = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)
-    tree.body = [n for n in tree.body if isinstance(n, defines) or not _reads_stdin(n)]
+    functions = {n.name: n for n in tree.body if isinstance(n, _ast.FunctionDef | _ast.AsyncFunctionDef)}
+    readers: set[str] = set()
+    grew = True
+    while grew:  # the functions that read input, or call one that does
+        grew = False
+        for name, function in functions.items():
+            if name not in readers and _reads_stdin(function, readers):
+                readers.add(name)
+                grew = True
+    tree.body = [n for n in tree.body if isinstance(n, defines) or not _reads_stdin(n, readers)]
     return tree
 
 
-def _method_entry(namespace: dict[str, object], entry_point: str | None) -> None:
-    """An entry point the solution defines only as a method of one of its classes (LeetCode's
-    ``class Solution: def two_sum(self, ...)``) is bound on an instance made without arguments,
-    so ``check(candidate)`` and top-level asserts call it as the function they expect."""
-    if not entry_point or entry_point in namespace:
-        return
-    for value in list(namespace.values()):
-        if (
-            isinstance(value, type)
-            and value.__module__ == "solution"
-            and callable(vars(value).get(entry_point))
-        ):
-            namespace[entry_point] = getattr(value(), entry_point)
-            return
+class _Tampered(Exception):
+    """The solution changed something the tests lean on."""
 
 
 def _runs_code(tree: _ast.Module) -> bool:
@@ -196,169 +287,100 @@ def _from_tests(value: object) -> bool:
     return code is not None and code.co_filename == "tests.py"
 
 
-class _RaisesContext:
-    """``with pytest.raises(E, match=...)``: the block must raise ``E`` (its message matching)."""
-
-    def __init__(self, expected: type[BaseException], match: str | None = None) -> None:
-        self.expected, self.match, self.value = expected, match, None
-
-    def __enter__(self) -> _RaisesContext:
-        return self
-
-    def __exit__(self, kind: object, value: BaseException | None, trace: object) -> bool:
-        if value is None:
-            raise AssertionError(f"DID NOT RAISE {self.expected}")
-        if not isinstance(value, self.expected):
-            return False  # another exception goes on, as in pytest
-        if self.match is not None:
-            import re  # only for a match: no start-up cost for every job
-
-            if not re.search(self.match, str(value)):
-                raise AssertionError(f"{str(value)!r} does not match {self.match!r}")
-        self.value = value  # type: ignore[assignment]
-        return True
-
-
-class _Approx:
-    """``x == pytest.approx(y)``: within ``rel`` (1e-6) of ``y``, or ``abs`` (1e-12)."""
-
-    __hash__ = None  # type: ignore[assignment]  # compared, never hashed (as pytest's)
-
-    def __init__(self, expected: float, rel: float = 1e-6, abs: float = 1e-12) -> None:
-        self.expected, self.tolerance = expected, max(rel * (expected if expected > 0 else -expected), abs)
-
-    def __eq__(self, other: object) -> bool:
-        try:
-            return bool(-self.tolerance <= other - self.expected <= self.tolerance)  # type: ignore[operator]
-        except TypeError:
-            return False
-
-    def __repr__(self) -> str:
-        return f"approx({self.expected!r})"
-
-
-def _pytest_shim() -> None:
-    """A ``pytest`` module with ``raises`` and ``approx`` where pytest is not installed (the
-    sandbox image has none), so pytest-style tests that use them run instead of failing on the
-    import; tests that need more of pytest (fixtures, marks) fail as before."""
-    try:
-        import pytest  # noqa: F401  # a real one wins
-    except ImportError:
-        module = type(sys)("pytest")
-        module.raises = _RaisesContext  # type: ignore[attr-defined]
-        module.approx = _Approx  # type: ignore[attr-defined]
-        sys.modules["pytest"] = module
-
-
-def _test_functions(namespace: dict[str, object]) -> int:
-    """Call the tests' own ``test*`` functions that take no argument (pytest style), in order; one
-    that raises is a failed assertion at its ``def`` line. How many were called."""
-    called = 0
-    for name, value in list(namespace.items()):
-        if name.startswith("test") and _from_tests(value) and callable(value):
-            code = value.__code__  # type: ignore[attr-defined]
-            if code.co_argcount or code.co_kwonlyargcount:
-                continue  # a helper or a fixture user: not callable bare
-            called += 1
-            try:
-                value()
-            except BaseException:
-                _ptf_count(_ptf_raised(), code.co_firstlineno)
-    return called
-
-
-def _test_cases(namespace: dict[str, object]) -> int:
-    """Run the tests' own ``unittest.TestCase`` classes: each test method is one assertion (a
-    failure or an error fails it, at the method's line). How many test methods ran."""
-    classes = [
-        value
-        for value in list(namespace.values())
-        if isinstance(value, type)
-        and any(c.__name__ == "TestCase" and c.__module__ == "unittest.case" for c in value.__mro__)
-        and any(_from_tests(v) for v in vars(value).values())
-    ]
-    if not classes:
-        return 0
-    import unittest  # the tests imported it already: no start-up cost for tests without classes
-
-    ran = 0
-    for cls in classes:
-        result = unittest.TestResult()
-        suite = unittest.defaultTestLoader.loadTestsFromTestCase(cls)
-        cases = list(suite)  # a suite lets go of each test once it has run
-        suite.run(result)
-        bad = {id(test): trace for test, trace in result.failures + result.errors}
-        for test in cases:
-            ran += 1
-            method = getattr(cls, getattr(test, "_testMethodName", ""), None)
-            line = getattr(getattr(method, "__code__", None), "co_firstlineno", 0)
-            trace = bad.get(id(test))
-            _ptf_count(
-                True if trace is None else _Raised(AssertionError(trace.strip().splitlines()[-1])), line
-            )
-    return ran
-
-
-def run(solution: str, tests: str, entry_point: str | None) -> None:
+def run(solution: str, tests: str, entry_point: str | None, nonce: str = "") -> None:
+    """Run the tests against the solution and write ``ASSERTIONS_MARK nonce passed total [why]``
+    last. ``nonce`` is the host's, for this run; the solution never sees program.py (deleted
+    before it loads), so a count line it prints cannot carry it. ``why``: the run abstains
+    (``no_assertions``: the tests checked nothing; ``missing_module:NAME``: a third-party package
+    the sandbox image lacks)."""
     # Only as the sandbox job's program.py (run as __main__): imported on the host, as a module,
     # this refuses, so untrusted code can never be exec'd outside the sandbox by a stray call.
     if __name__ != "__main__":
         raise RuntimeError("the execution harness runs only inside the sandbox, as its program.py")
-    # taken before any untrusted code runs: a solution that rebinds print or sys.exit changes nothing here
-    flush, leave = sys.stdout.flush, os._exit
+    _forget_program()
+    flush = sys.stdout.flush
     written = 0
-    ok = False
+    ok = tampered = False
     try:
         # dont_inherit: this file's ``from __future__`` import must not change how the code compiles
         tree = compile(tests, "tests.py", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
         if not isinstance(tree, _ast.Module):  # what "exec" mode always parses to
             raise TypeError(f"tests parsed to {type(tree).__name__}")
+        _without_runners(tree)
+        humaneval = _humaneval_check(tree, entry_point)
+        modules = _imported(tree)
         written = _rewrite(tree)
         code = compile(tree, "tests.py", "exec", dont_inherit=True)
+        del tests
+        if "pytest" in modules:
+            _pytest_shim()
+        _preload(modules)
+        if "doctest" in sys.modules:
+            _count_doctests()
+        taken = _snapshot(modules)
+        # The tests run as the module ``__main__`` (doctest.testmod() finds their docstrings), with
+        # the solution's names, as they would in its file; the harness's own module is out of reach.
+        main = type(sys)("__main__")
+        namespace = main.__dict__
+        sys.modules["__main__"] = main
         # The solution loads as the module ``solution`` (not ``__main__``), as HumanEval's exec of
         # prompt + completion does: a reply's ``if __name__ == "__main__":`` demo (often an
         # ``input()``) stays out of the run, and tests that ``from solution import f`` find it.
-        # The tests run as ``__main__`` with the solution's names, as they would in its file.
-        if "pytest" in tests:  # the import search only for tests that name it, not every job
-            _pytest_shim()
         module = type(sys)("solution")
         sys.modules["solution"] = module
         parsed = compile(solution, "solution.py", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+        del solution
         if not isinstance(parsed, _ast.Module):  # what "exec" mode always parses to
             raise TypeError(f"solution parsed to {type(parsed).__name__}")
+        _without_runners(parsed)  # a reply's own unittest.main() would exit before the tests
         exec(compile(_without_stdin_demo(parsed), "solution.py", "exec", dont_inherit=True), module.__dict__)
-        namespace: dict[str, object] = {
-            **module.__dict__,
-            "__name__": "__main__",
-            "_ptf_count": _ptf_count,
-            "_ptf_raised": _ptf_raised,
-        }
+        changed = _changed(taken)
+        if changed:
+            raise _Tampered(changed)
+        namespace.update(module.__dict__)
+        namespace.update(__name__="__main__", _ptf_count=_ptf_count, _ptf_raised=_ptf_raised, _ptf_eq=_ptf_eq)
         _method_entry(namespace, entry_point)
         exec(code, namespace)
-        # HumanEval-style tests define check(candidate); MBPP-style ones are top-level asserts that
-        # call the function by name and have already run above; pytest- and unittest-style ones
-        # define test_ functions and TestCase classes that nothing calls: they are called here
-        checked = bool(entry_point) and callable(namespace.get("check"))
-        if entry_point and checked:
-            namespace["check"](namespace[entry_point])  # type: ignore[operator]
-        tested = _test_functions(namespace) + _test_cases(namespace)
-        if not (checked or tested or _counts[1] or _runs_code(tree)):
+        # HumanEval-style tests define check(candidate): called with the entry point; MBPP-style
+        # ones are top-level asserts that have already run above; pytest- and unittest-style ones
+        # define test functions, Test classes and TestCases that nothing calls: they run here
+        if humaneval:
+            namespace["check"](namespace[entry_point])  # type: ignore[index]
+        tested = _test_functions(namespace) + _test_classes(namespace) + _test_cases(namespace)
+        if not (humaneval or tested or _counts[1] or _runs_code(tree)):
             # definitions only, none called: 0 of 0 assertions would read as a pass
             raise RuntimeError(
                 "no test ran: the tests only define functions or classes and nothing calls them"
                 + (" (check(candidate) needs the entry point)" if "check" in namespace else "")
             )
+        changed = _changed(taken, callables_only=True)
+        if changed:
+            raise _Tampered(changed)
         ok = True
-    except BaseException:  # the traceback goes to stderr, as it would without the harness
-        import traceback
+    except _Tampered as exc:
+        tampered = True
+        _write(2, f"the solution changed {exc}, which the tests rely on: the run is not graded\n".encode())
+    except BaseException as exc:  # the traceback goes to stderr, as it would without the harness
+        _note_missing(exc)
+        try:
+            import traceback
 
-        traceback.print_exc()
+            traceback.print_exc()
+        except BaseException:  # a solution may have broken printing: the counts still go out
+            pass
     passed, evaluated = _counts
     total = evaluated if ok else max(evaluated, written)
+    if tampered:
+        passed = 0
+    why = ""
+    if _missing and not (ok and passed == total):
+        why = f" missing_module:{_missing[0]}"
+    elif ok and total == 0:
+        why = " no_assertions"
     try:
         flush()
         sys.stderr.flush()
     except BaseException:  # a solution may have closed or replaced the streams
         pass
-    _write(1, f"\n{ASSERTIONS_MARK} {passed} {total}\n".encode())
-    leave(0 if ok and passed == total else 1)
+    _write(1, f"\n{ASSERTIONS_MARK} {nonce} {passed} {total}{why}\n".encode())
+    _leave(0 if ok and 0 < total == passed else 1)

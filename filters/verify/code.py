@@ -14,6 +14,11 @@ sandbox_error                            ``infra_error="abstain"`` (the factory'
                                          abstain (``sandbox_error``) — the difficulty stage
                                          decides with a known-good control program whether it
                                          was the sandbox; ``"fail"`` (rewards): fail
+failed, the harness said                 abstain (``no_assertions``): the tests ran and checked
+``no_assertions``                        nothing (they only print), whichever the reply
+failed, the harness said                 a well-known third-party package the sandbox image
+``missing_module:NAME``                  lacks (numpy): abstain (``missing_module``) as a
+                                         sandbox fault would, fail where ``infra_error="fail"``
 =======================================  ====================================================
 
 A sandbox that cannot work at all raises :class:`~ptfactory.errors.SandboxError`: that is no row's
@@ -129,6 +134,12 @@ class CodeVerifier(Verifier):
             "duration_ms": round(result.duration_ms, 1),
             "recorded": recorded,
         }
+        abstained = result.detail.startswith("abstain: ") and result.status == "failed"
+        why = result.detail.removeprefix("abstain: ") if abstained else ""
+        if why == "no_assertions":  # the tests ran but checked nothing: no verdict either way
+            return self.abstain("no_assertions", **evidence)
+        if why.startswith("missing_module:") and self.infra_error == "abstain":
+            return self.abstain("missing_module", **evidence)  # the image's limit, not the reply's
         if result.status == "passed":
             return self.verdict("pass", "tests_passed", partial=held, **evidence)
         if result.status == "sandbox_error" and self.infra_error == "abstain":

@@ -82,12 +82,15 @@ def test_score_table_adds_the_aggregates_and_one_column_per_member() -> None:
     assert again.column_names == out.column_names
 
 
-def test_code_rows_carry_execution_results_to_the_code_verifier() -> None:
+def test_a_recorded_execution_is_not_trusted_for_a_row_with_tests() -> None:
+    """A table's own ``scores.execution`` said "passed" for a reply that fails its tests, and the
+    code verifier passed it unrun: a row with tests is run, whatever the table recorded (here no
+    sandbox is configured: the verifier abstains, it does not pass)."""
     execution = {"status": "passed", "exit_code": 0, "duration_ms": 1.0, "stdout_tail": "", "stderr_tail": ""}
     table = pa.table(
         {
             "prompt": ["Write f."],
-            "response": ["def f(): return 1"],
+            "response": ["def f(): return 2"],
             "kind": ["code"],
             "tests": ["def check(candidate):\n    assert candidate() == 1\n"],
             "entry_point": ["f"],
@@ -95,11 +98,23 @@ def test_code_rows_carry_execution_results_to_the_code_verifier() -> None:
         }
     )
     out, _ = score_table(table, _panel())
-    assert out.column("judge_execution").to_pylist() == [10.0]
-    assert out.column("verdict_execution").to_pylist() == ["pass"]
-    # the verifier's weight is 1, the unmeasured judge's 0: the check decides the mean
-    assert out.column("judge_mean").to_pylist() == [10.0]
-    assert out.column("judge_votes").to_pylist() == [1]
+    assert out.column("verdict_execution").to_pylist() == ["abstain"]
+    assert out.column("judge_execution").to_pylist() == [None]
+
+
+def test_an_entry_point_is_taken_from_the_one_function_the_tests_call() -> None:
+    """No entry point column, a reply defining two functions: the tests call one of them."""
+    from ptfactory.annotators.judges.standalone import judge_rows
+
+    table = pa.table(
+        {
+            "prompt": ["Write double."],
+            "response": ["def helper(x):\n    return x\n\ndef double(x):\n    return 2 * helper(x)\n"],
+            "tests": ["assert double(2) == 4\n"],
+        }
+    )
+    (row,) = judge_rows(table, detect_columns(table), tests_column="tests")
+    assert (row["kind"], row["entry_point"]) == ("code", "double")
 
 
 def test_progress_reports_rows_judged_of_total() -> None:

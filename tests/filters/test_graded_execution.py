@@ -69,12 +69,13 @@ def test_an_early_clean_exit_is_a_failure_not_a_pass(sandbox: DockerSandbox) -> 
         ("raises", "def inc(x):\n    if x == 2:\n        raise ValueError('no')\n    return x + 1\n", 2),
         # sys.exit(0) from the candidate used to end the run with exit code 0: now one failed assert
         ("exits_zero", "import sys\ndef inc(x):\n    if x == 2:\n        sys.exit(0)\n    return x + 1\n", 2),
-        # rebinding print, exit and the streams does not silence the count
+        # rebinding print, exit and the streams does not silence the count; rebinding a builtin
+        # the tests rely on (print) fails the whole run, none of its asserts held
         (
             "tampers",
             "import builtins, os, sys\nbuiltins.print = None\nsys.exit = None\nos._exit = None\n"
             "def inc(x):\n    return x + 1 if x != 1 else 5\n",
-            2,
+            0,
         ),
         ("does_not_parse", "def inc(x) return x\n", 0),
     ],

@@ -92,8 +92,10 @@ def test_mbpp_style_tests_are_code_seeds(tmp_path: Path) -> None:
     [
         "def test_add():\n    assert add(1, 2) == 3\n",
         "import unittest\n\nclass TestAdd(unittest.TestCase):\n    def test_it(self):\n        self.assertEqual(add(1, 2), 3)\n",
+        "class TestAdd:\n    def test_it(self):\n        assert add(1, 2) == 3\n",
+        'import doctest\n\ndef _examples():\n    """\n    >>> add(1, 2)\n    3\n    """\n\nassert doctest.testmod().failed == 0\n',
     ],
-    ids=["pytest-style", "unittest"],
+    ids=["pytest-style", "unittest", "pytest-class", "doctest"],
 )
 def test_test_functions_and_test_cases_are_code_seeds(tmp_path: Path, tests: str) -> None:
     # the execution harness calls them (tests/filters/test_graded_execution.py runs them)

@@ -207,8 +207,8 @@ def _bad_inputs(folder: Path) -> dict[str, tuple[list[str], str]]:
         "not-strings": ([*judge, "ints.parquet", "--out", "o.parquet"], "holds int64, not strings"),
         "tests-without-entry-point": (
             [*judge, "noentry.parquet", "--out", "o.parquet"],
-            "row 0 has tests but no entry point (the function its tests call), and its reply does not "
-            "define exactly one function; pass --entry-point-column",
+            "row 0 has tests but no entry point (the function its tests call), its tests do not call "
+            "exactly one function and its reply does not define exactly one; pass --entry-point-column",
         ),
         "null-text": ([*judge, "nulls.parquet", "--out", "o.parquet"], "row 1 of column 'prompt' is null"),
         "out-exists": ([*judge, "qa.parquet", "--out", "taken.parquet"], "exists; pass --force"),

@@ -1,0 +1,200 @@
+"""The code to test, read from a model's reply: its fenced blocks, the entry point's definition and
+what that needs from the rest of the reply and from the prompt. Parsing only: nothing here runs
+the code (the host never does)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+__all__ = ["code_blocks", "entry_name", "extract_solution", "infer_entry_point"]
+
+# a fence line: its indentation, the backticks, a tag ("python", "Python3", " py", "text", none)
+_FENCE_LINE = re.compile(r"^([ \t]*)(`{3,})[ \t]*([\w+#.-]*)[^`\n]*$")
+_PYTHON_TAGS = ("", "python", "python3", "py", "py3")
+# a block defines the entry point: a def (async too), a class, or a top-level assignment
+_DEFINES = r"^\s*(?:async\s+)?def\s+{name}\s*\(|^\s*class\s+{name}\b|^{name}\s*="
+_KEPT = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Assign,
+    ast.AnnAssign,
+)
+
+
+def _fenced(text: str) -> list[tuple[str, str]]:
+    """Every fenced block of ``text`` as (tag, code), in order, each fence paired with its own
+    closing line (a ```` ```text ```` block before the code does not shift the pairing); a fence
+    indented in a list item has its indentation taken off its lines; an unclosed last fence runs
+    to the end of the text."""
+    blocks: list[tuple[str, str]] = []
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    index = 0
+    while index < len(lines):
+        opened = _FENCE_LINE.match(lines[index])
+        inline = None if opened else re.match(r"^.*?```[ \t]*(python3?|py)[ \t]*$", lines[index], re.I)
+        if not opened and not inline:
+            index += 1
+            continue
+        indent, ticks, tag = (
+            (opened.group(1), opened.group(2), opened.group(3)) if opened else ("", "```", "")
+        )
+        if inline:
+            tag = inline.group(1)
+        body: list[str] = []
+        index += 1
+        while index < len(lines):
+            line = lines[index]
+            stripped = line.strip()
+            if stripped.startswith(ticks) and not stripped.strip("`"):
+                break
+            if stripped.endswith("```") and not stripped.startswith("```"):  # code```: closes the block
+                body.append(line.rstrip()[:-3])
+                break
+            body.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
+            index += 1
+        index += 1
+        blocks.append((tag.lower(), "\n".join(body) + "\n"))
+    return blocks
+
+
+def code_blocks(text: str) -> list[str]:
+    """The fenced Python (or untagged) code blocks of a text, in order (generation and the
+    rewards read code through this too)."""
+    return [code for tag, code in _fenced(text) if tag in _PYTHON_TAGS]
+
+
+def entry_name(entry_point: str | None) -> str | None:
+    """The function name in an entry point as tables write it: ``" multiply "``, ``multiply()``,
+    ``solution.multiply`` and ``Solution.twoSum`` (a method: the harness binds it on an instance)
+    name ``multiply`` and ``twoSum``; anything else is left as it is."""
+    if entry_point is None:
+        return None
+    name = entry_point.strip()
+    name = re.sub(r"\(.*\)\s*$", "", name).strip()
+    last = name.rsplit(".", 1)[-1]
+    return last if last.isidentifier() else entry_point
+
+
+def _stub(prompt: str) -> str:
+    """The function stub in a prompt (the code block of a templated prompt, else the prompt itself)."""
+    blocks = code_blocks(prompt)
+    return blocks[0] if blocks else prompt.replace("\r\n", "\n")
+
+
+def _parts(code: str) -> list[tuple[ast.stmt, str]]:
+    """The top-level imports, definitions and assignments of ``code`` with their source (decorators
+    included); none when it does not parse."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return []
+    lines = code.splitlines()
+    found: list[tuple[ast.stmt, str]] = []
+    for node in tree.body:
+        if isinstance(node, _KEPT):
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+            found.append((node, "\n".join(lines[first - 1 : node.end_lineno])))
+    return found
+
+
+def _names(node: ast.stmt) -> set[str]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return {n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _body_only(node: ast.stmt) -> bool:
+    """A stub: a function whose body is only a docstring, ``pass`` or ``...``."""
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    return all(
+        isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        for s in node.body
+    )
+
+
+def extract_solution(prompt: str, response: str, entry_point: str) -> str:
+    """The code to test, from a model's reply or a HumanEval-style completion.
+
+    The LAST fenced block that defines ``entry_point`` wins (a corrected version follows a first
+    attempt); the imports, definitions and assignments of the reply's other blocks that it does
+    not define itself come before it (a helper or the imports in a block of their own), and before
+    those the prompt stub's imports and the helpers it defines in full (HumanEval/10's
+    ``is_palindrome``). ``from __future__`` imports go first. A reply that is only a function body
+    (a HumanEval completion) is appended to the prompt's stub, as HumanEval does. A block defines
+    the entry point with a ``def`` (``async`` too), a ``class`` or a top-level assignment.
+    """
+    entry_point = entry_name(entry_point) or ""
+    response = response.replace("\r\n", "\n")
+    blocks = code_blocks(response) or [response]
+    defines = _DEFINES.format(name=re.escape(entry_point))
+    defining = [i for i, b in enumerate(blocks) if entry_point and re.search(defines, b, re.M)]
+    if not defining:
+        return _stub(prompt).rstrip("\n") + "\n" + blocks[0]
+    chosen = blocks[defining[-1]]
+    own = set().union(*(_names(n) for n, _ in _parts(chosen)))
+    before: list[str] = []
+    taken = set(own)
+    for i, block in enumerate(blocks):
+        if i in defining:
+            continue
+        for node, text in _parts(block):
+            if isinstance(node, ast.Assign | ast.AnnAssign) and any(
+                isinstance(n, ast.Call) for n in ast.walk(node)
+            ):
+                continue  # a demo's `result = f(3)`: it would run before f is defined
+            if isinstance(node, ast.ImportFrom) and node.module == "solution":
+                continue
+            if not (_names(node) & taken) or isinstance(node, ast.Import | ast.ImportFrom):
+                taken |= _names(node)
+                before.append(text)
+    stub: list[str] = []
+    for node, text in _parts(_stub(prompt)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if text not in chosen:
+                stub.append(text)
+        elif (
+            not (_names(node) & taken)
+            and not _body_only(node)
+            and not isinstance(node, ast.Assign | ast.AnnAssign)
+        ):
+            taken |= _names(node)
+            stub.append(text)
+    if not stub and not before:
+        return chosen
+    parts = [*stub, *before, chosen]
+    future = [
+        line for part in parts for line in part.splitlines() if line.startswith("from __future__ import")
+    ]
+    rest = ["\n".join(line for line in part.splitlines() if line not in future) for part in parts]
+    return "\n".join([*dict.fromkeys(future), *rest]) + ("\n" if not chosen.endswith("\n") else "")
+
+
+# a top-level function or class
+_DEF = re.compile(r"^(?:async\s+)?(?:def\s+(\w+)\s*\(|class\s+(\w+)\b)", re.M)
+
+
+def _defined(code: str) -> list[str]:
+    """The top-level functions and classes ``code`` defines, in order."""
+    return [function or cls for function, cls in _DEF.findall(code)]
+
+
+def infer_entry_point(prompt: str, response: str) -> str | None:
+    """The function a row's tests call when the row does not name it: the one top-level function
+    (or class) the reply's code defines, else the last one the prompt's stub defines (a HumanEval
+    prompt ends with the function to complete); None when neither settles it."""
+    blocks = code_blocks(response) or [response.replace("\r\n", "\n")]
+    defined = list(dict.fromkeys(name for block in blocks for name in _defined(block)))
+    if len(defined) == 1:
+        return defined[0]
+    stub = _defined(_stub(prompt))
+    if stub and (not defined or stub[-1] in defined):
+        return stub[-1]
+    return None

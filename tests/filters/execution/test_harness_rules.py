@@ -1,0 +1,143 @@
+"""The execution harness's rules, through the code verifier and the real Docker sandbox: a solution
+that games the count fails; failures the test shapes hide (subTest, setUpClass, doctest) fail;
+right replies in shapes the harness misread (unittest.main(), pytest classes, an assert inside
+``pytest.raises``, MBPP's ``check`` entry point...) pass; tests that check nothing abstain. Each
+case is a right/wrong row of one batch: a sandbox run costs seconds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ptfactory.filters.execution.docker_sandbox import DockerSandbox
+from ptfactory.filters.execution.limits import Limits
+from ptfactory.filters.verify import CodeVerifier
+
+pytestmark = pytest.mark.integration
+
+CHECK = "def check(candidate):\n    assert candidate(6, 3) == 2\n    assert candidate(1, 0) is None\n"
+RIGHT = "def divide(a, b):\n    return None if b == 0 else a / b\n"
+WRONG = "def divide(a, b):\n    return 2\n"
+
+
+def row(reply: str, tests: str = CHECK, entry: str = "divide", prompt: str = "Write it.") -> dict[str, Any]:
+    messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": reply}]
+    return {"kind": "code", "messages": messages, "tests": tests, "entry_point": entry}
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[DockerSandbox]:
+    with DockerSandbox(Limits(timeout_s=5, memory_mb=256, pids=32), workers=2) as box:
+        yield box
+
+
+CHEATS = {
+    # a count line of its own, then a clean exit before the tests run
+    "fake_count_line": WRONG + "import os\nprint('\\n@ptf-assertions 2 2', flush=True)\nos._exit(0)\n",
+    # the harness's truth test rebound
+    "rebinds_bool": WRONG + "import builtins\nbuiltins.bool = lambda *a: True\n",
+    # the tests read from program.py
+    "reads_the_tests": (
+        "import ast, sys\n_SRC = open(sys.argv[0]).read()\n"
+        "def divide(a, b):\n    return None if b == 0 else a / b\n"
+    ),
+    # a helper of the tests' module patched
+    "patches_isclose": "import math\nmath.isclose = lambda *a, **k: True\ndef divide(a, b):\n    return 0\n",
+    # unittest's own assertion patched
+    "patches_testcase": (
+        "import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\ndef divide(a, b):\n    return 0\n"
+    ),
+    # an answer that equals anything
+    "always_equal": (
+        "class _Any(float):\n    def __eq__(self, other):\n        return True\n    __hash__ = float.__hash__\n"
+        "def divide(a, b):\n    return _Any(0)\n"
+    ),
+}
+CHEAT_TESTS = {
+    "patches_isclose": "import math\n\ndef check(candidate):\n    assert math.isclose(candidate(6, 3), 2)\n",
+    "patches_testcase": (
+        "import unittest\n\nclass T(unittest.TestCase):\n"
+        "    def test_it(self):\n        self.assertEqual(divide(6, 3), 2)\n"
+    ),
+}
+
+
+def test_a_solution_that_games_the_count_fails(sandbox: DockerSandbox) -> None:
+    """Each passed before: the count line was trusted, the harness's bool was the solution's,
+    program.py was readable, patched helpers made every check hold."""
+    names = list(CHEATS)
+    rows = [row(CHEATS[n], CHEAT_TESTS.get(n, CHECK)) for n in names]
+    verdicts = CodeVerifier(sandbox).verify_many([*rows, row(RIGHT)])
+    assert {n: v.verdict for n, v in zip(names, verdicts, strict=False)} == dict.fromkeys(names, "fail")
+    assert verdicts[-1].verdict == "pass"  # the right solution to the same tests still passes
+    reading = verdicts[names.index("reads_the_tests")]
+    assert "FileNotFoundError" in reading.evidence["stderr_tail"]  # program.py was gone
+    patched = verdicts[names.index("patches_isclose")]
+    assert "the solution changed math.isclose" in patched.evidence["stderr_tail"]
+
+
+UNITTEST_MAIN = (
+    "import unittest\n\nclass T(unittest.TestCase):\n    def test_it(self):\n"
+    "        self.assertEqual(divide(6, 3), 2)\n\nif __name__ == '__main__':\n    unittest.main()\n"
+)
+SUBTEST = (
+    "import unittest\n\nclass T(unittest.TestCase):\n    def test_it(self):\n"
+    "        for a, b in [(6, 3), (8, 2)]:\n            with self.subTest(a=a):\n"
+    "                self.assertEqual(divide(a, b), a / b)\n"
+)
+SETUP_CLASS = (
+    "import unittest\n\nclass T(unittest.TestCase):\n    @classmethod\n    def setUpClass(cls):\n"
+    "        cls.value = divide(6, 3) + 0\n    def test_it(self):\n        self.assertEqual(self.value, 2)\n"
+)
+TESTMOD = 'import doctest\n\ndef _examples():\n    """\n    >>> divide(8, 2)\n    4.0\n    """\n\nassert doctest.testmod().failed == 0\n'
+DOCSTRING_EXAMPLES = (
+    'import doctest\n\ndef _examples():\n    """\n    >>> divide(8, 2)\n    4.0\n    """\n\n'
+    "doctest.run_docstring_examples(_examples, globals())\n"
+)
+PYTEST_CLASS = "class TestDivide:\n    def test_it(self):\n        assert divide(6, 3) == 2\n"
+RAISES = (
+    "import pytest\n\ndef test_zero():\n    with pytest.raises(ZeroDivisionError):\n        assert divide(1, 0)\n\n"
+    "def test_value():\n    assert divide(6, 3) == pytest.approx(2.0, abs=1e-3)\n"
+    "    assert [divide(1, 4)] == pytest.approx([0.25])\n    pytest.raises(ZeroDivisionError, divide, 2, 0)\n"
+)
+TRY_EXCEPT = (
+    "def check(candidate):\n    assert candidate(6, 3) == 2\n    try:\n        assert candidate(1, 0) is None\n"
+    "    except ZeroDivisionError:\n        pass\n"
+)
+CALLS_ITS_CHECK = "def check():\n    assert divide(6, 3) == 2\n\ncheck()\n"
+RAISING = "def divide(a, b):\n    return a / b\n"
+OFF = "def divide(a, b):\n    return a / b + 0.01\n"
+MBPP_CHECK = "assert check(70) == False\nassert check(73) == True\n"
+
+
+def test_test_shapes(sandbox: DockerSandbox) -> None:
+    cases = [
+        ("unittest.main() at the end", row(RAISING, UNITTEST_MAIN), "pass"),
+        ("unittest.main(), wrong", row(WRONG.replace("2", "3"), UNITTEST_MAIN), "fail"),
+        ("a subTest failure", row(OFF, SUBTEST), "fail"),
+        ("an error in setUpClass", row("def divide(a, b):\n    return None\n", SETUP_CLASS), "fail"),
+        ("doctest.testmod", row(RAISING, TESTMOD), "pass"),
+        ("doctest.testmod, wrong", row(OFF, TESTMOD), "fail"),
+        ("run_docstring_examples, wrong", row(OFF, DOCSTRING_EXAMPLES), "fail"),
+        ("a pytest-style class", row(RAISING, PYTEST_CLASS), "pass"),
+        ("a pytest-style class, wrong", row(OFF, PYTEST_CLASS), "fail"),
+        ("assert in pytest.raises, approx(abs=), approx([..]), raises(E, f, *args)", row(RAISING, RAISES), "pass"),
+        ("approx(abs=) alone ignores rel", row("def divide(a, b):\n    return a / b + 0.01\n", RAISES), "fail"),
+        ("an assert in a try that expects the error", row(RAISING, TRY_EXCEPT), "pass"),
+        ("check() the tests call themselves", row(RIGHT, CALLS_ITS_CHECK), "pass"),
+        ("the entry point named check (MBPP #56)", row("def check(n):\n    return 2 * int(str(n)[::-1]) == n + 1\n", MBPP_CHECK, "check"), "pass"),
+        ("a reply defining a check() of its own", row(RIGHT + "def check():\n    print('ok')\n", "assert divide(6, 3) == 2\n"), "pass"),
+        ("main() reading input() at the top level", row(RIGHT + "def main():\n    print(divide(int(input()), 2))\n\nmain()\n", "assert divide(6, 3) == 2\n"), "pass"),
+        ("entry point Solution.divide", row("class Solution:\n    def divide(self, a, b):\n        return a / b\n", "def check(candidate):\n    assert candidate(6, 3) == 2\n", "Solution.divide"), "pass"),
+        ("entry point ' divide() '", row(RAISING, "def check(candidate):\n    assert candidate(6, 3) == 2\n", " divide() "), "pass"),
+        ("tests that only print", row(RIGHT, "print('PASS' if divide(6, 3) == 2 else 'FAIL')\n"), "abstain"),
+        ("numpy, which the image lacks", row("import numpy as np\n" + RAISING, "assert divide(6, 3) == 2\n"), "abstain"),
+    ]  # fmt: skip
+    verdicts = CodeVerifier(sandbox).verify_many([r for _, r, _ in cases])
+    got = {name: v.verdict for (name, _, _), v in zip(cases, verdicts, strict=True)}
+    assert got == {name: expected for name, _, expected in cases}
+    reasons = {name: v.reason for (name, _, _), v in zip(cases, verdicts, strict=True)}
+    assert reasons["tests that only print"] == "no_assertions"
+    assert reasons["numpy, which the image lacks"] == "missing_module"

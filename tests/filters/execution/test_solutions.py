@@ -1,0 +1,69 @@
+"""Reading the code to test from a reply (parsing only, nothing runs): fences of other languages,
+CRLF, fences indented in a list item, a helper or the imports in a block of their own, a corrected
+second version, the prompt's helpers, ``from __future__`` first; entry points as tables write them;
+the function tests call when no entry point is named."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptfactory.filters.execution.programs import code_blocks, entry_name, extract_solution
+from ptfactory.generators.seed_tests import called_entry
+
+INC = "def inc(x):\n    return x + 1\n"
+
+
+def test_fences_pair_with_their_own_closing_line() -> None:
+    reply = "Example:\n```text\nin: 1\nout: 2\n```\nCode:\n```python\n" + INC + "```\nDone."
+    assert code_blocks(reply) == [INC]
+    assert code_blocks(reply.replace("```text", "```bash")) == [INC]
+    assert extract_solution("Write inc.", reply.replace("\n", "\r\n"), "inc") == INC  # CRLF
+    listed = (
+        "Steps:\n\n1. Define it:\n\n   ```python\n   def inc(x):\n       return x + 1\n   ```\n\n2. Call it."
+    )
+    assert extract_solution("Write inc.", listed, "inc") == INC
+
+
+def test_the_reply_s_other_blocks_and_the_prompt_s_helpers_come_along() -> None:
+    helper = "```python\nfrom collections import Counter\n\ndef one(x):\n    return 1\n```\n"
+    main = "```python\ndef inc(x):\n    return x + one(x)\n```\n"
+    code = extract_solution("Write inc.", "First:\n" + helper + "Then:\n" + main, "inc")
+    compile(code, "solution.py", "exec")
+    assert code.index("from collections import Counter") < code.index("def one") < code.index("def inc")
+    # a corrected version after a first attempt: the last block that defines the entry point
+    first, fixed = (
+        "```python\ndef inc(x):\n    return x\n```",
+        "```python\ndef inc(x):\n    return x + 1\n```",
+    )
+    assert extract_solution("Write inc.", f"{first}\nOops, corrected:\n{fixed}", "inc").strip() == INC.strip()
+    prompt = 'def one(x):\n    return 1\n\n\ndef inc(x):\n    """Add one()."""\n'
+    with_helper = extract_solution(prompt, "```python\ndef inc(x):\n    return x + one(x)\n```", "inc")
+    assert "def one(x):\n    return 1" in with_helper and '"""Add one()."""' not in with_helper
+    future = (
+        "```python\nfrom __future__ import annotations\n\ndef inc(x: list[int]) -> int:\n    return 1\n```"
+    )
+    code = extract_solution(
+        "from typing import List\n\ndef inc(x: List[int]) -> int:\n    pass\n", future, "inc"
+    )
+    assert code.startswith("from __future__ import annotations\n") and "from typing import List" in code
+    compile(code, "solution.py", "exec")
+
+
+@pytest.mark.parametrize(
+    ("written", "name"),
+    [("multiply", "multiply"), ("multiply()", "multiply"), ("solution.multiply", "multiply"),
+     (" multiply ", "multiply"), ("Solution.twoSum", "twoSum")],
+)  # fmt: skip
+def test_entry_points_as_tables_write_them(written: str, name: str) -> None:
+    assert entry_name(written) == name
+
+
+def test_the_function_the_tests_call() -> None:
+    assert called_entry("assert minimum(1, 2) == 1\n") == "minimum"
+    check = "def check():\n    assert add3(1, 2, 3) == 6\n\ncheck()\n"
+    assert called_entry(check) == "add3"
+    unit = "import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(fib(3), 2)\n"
+    assert called_entry(unit) == "fib"
+    assert (
+        called_entry("def check(candidate):\n    assert candidate(1) == 2\n") is None
+    )  # HumanEval: none named
