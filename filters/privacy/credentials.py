@@ -14,8 +14,16 @@ Each rule because a planted value went through to a stored row, or a clean value
   a session cookie, an Azure SAS ``sig=``, a URL's password (also with an empty user,
   ``redis://:PASSWORD@host``), a Go DSN ``user:PASSWORD@tcp(host)``, a .pgpass line.
 - Command lines: curl's ``-u user:PASSWORD``, .netrc's ``login NAME password PASSWORD``,
-  ``--password X``, ``docker login ... -p X``, ``mysql ... -pX``, ``sshpass -p X``, and a
-  password passed to a login-like call (``client.login("admin", "...")``, ``auth=("u", "...")``).
+  ``--password X``, ``--api-key X``, ``docker|az login ... -p X``, ``mysql ... -pX``, ``sshpass -p
+  X``, ``net use ... /user:U X``, ``htpasswd -b FILE USER X``, PowerShell's ``ConvertTo-SecureString
+  "X"``, SQL's ``IDENTIFIED BY 'X'``; a password passed to a login-like call
+  (``client.login("admin", "...")``, ``auth=("u", "...")``).
+- Code: a secret handed to a setter (``setApiKey("X")``, ``.bearer_auth("X")``), an option's default
+  (``add_argument("--app-password", default="X")``), a value wrapped as bytes (``b"X"``,
+  ``[]byte("X")``), JSON escaped in a string (``\\"password\\":\\"X\\"``), a key-like query parameter
+  (``&appid=X``), docker's ``"auth": "X"``, a key as a URL's user (a Sentry DSN).
+- Only the value is replaced (:func:`_value_span`): a query value ends at the next ``&``, a URL's
+  password at the ``@`` of the host (the last one: a password may hold ``@``).
 
 What keeps code intact (:func:`credible`): the name must end at the keyword or go on with ``_``/
 ``-`` and more of a name (``tokenizer``, ``tokens``, ``bypass`` are not secrets), and a name that
@@ -43,7 +51,10 @@ _KEYWORDS = (
 )
 # a secret's name: what ends at the keyword or goes on with _/- and more of a name
 _NAME = r"(?<![A-Za-z0-9])(?P<name>[A-Za-z0-9_.-]*?(?:" + _KEYWORDS + r")(?:[_-][A-Za-z0-9_-]*)?)"
-_ASSIGN = r"[\"']?\s*(?P<sep>:=|=>|=(?!=)|:(?!:))\s*(?P<q>[\"']?)"
+# JSON inside a string escapes its quotes (\"password\":\"X\"); a value may be wrapped as bytes
+# (b"X", []byte("X"), Buffer.from("X"))
+_WRAP = r"(?:[bBrR]{1,2}(?=[\"'])|\[\]byte\(|bytes\(|Buffer\.from\()?"
+_ASSIGN = r"\\?[\"']?\s*(?P<sep>:=|=>|=(?!=)|:(?!:))\s*" + _WRAP + r"(?P<q>\\?[\"']?)"
 _RAW = r"(?P<value>[^\s\"'`,;<>]{1,300})"  # up to a delimiter; credible() decides
 _QUOTED = r"(?P<value>[^\s\"'`]{1,300})"
 
@@ -65,30 +76,60 @@ RULES = tuple(
         r"\b(?P<name>secret)\b(?:\s+(?:access\s+)?key)?(?:\s*\[[^\]\n]*\])?\s*(?:is\s+|was\s+)?"
         r"[:=]?\s*[\"']?" + _RAW,
         # headers
-        r"\b(?P<name>authorization)[\"']?\s*[:=]\s*[\"']?(?:(?:basic|token|apikey|api-key|bearer|"
-        r"digest|key|sso-key)\s+)?" + _RAW,
+        # Authorization: X, "Authorization": "X", .header("Authorization", "SSWS X") (Okta)
+        r"\b(?P<name>authorization)[\"']?\s*[:=,]\s*[\"']?(?:(?:basic|token|apikey|api-key|bearer|"
+        r"digest|key|sso-key|ssws)\s+)?" + _RAW,
         r"\b(?P<name>bearer)\s+" + _RAW,
         r"\bcookie\s*:[^\n]*?\b(?P<name>[\w.-]*(?:sess|sid|token|auth|jwt|remember)[\w.-]*)="
         r"(?P<value>[^;\s\"']{16,})",
         r"[?&](?P<name>sig)=(?P<value>[A-Za-z0-9%+/=]{20,})",  # Azure SAS signature
         # URLs: scheme://user:PASSWORD@host (detect-secrets' rule takes none with !, $, & ...),
         # an empty user too; Go's user:PASSWORD@tcp(host:3306)/db
-        r"(?P<url>)\b[a-z][a-z0-9+.-]*://[^\s:/@\"'`]*:(?P<value>[^\s@/\"'`]{3,})@(?=[^\s@]*[.:/A-Za-z0-9])",
-        r"(?P<url>)\b[\w.-]+:(?P<value>[^\s@/\"'`:]{3,})@(?:tcp|unix|udp)\(",
+        # a password with @ in it runs to the last @ before the host (amqp://u:P@ss#1@rabbit:5672)
+        r"(?P<url>)\b[a-z][a-z0-9+.-]*://[^\s:/@\"'`]*:(?P<value>[^\s/\"'`]{3,})@"
+        r"(?=[A-Za-z0-9\[{$%<][^\s@/\"'`]*(?:[/\s\"'`?#]|$))",
+        r"(?P<url>)\b[\w.-]+:(?P<value>[^\s/\"'`:]{3,})@(?:tcp|unix|udp)\(",
+        # a key as a URL's user (a Sentry DSN: https://KEY@o450123.ingest.sentry.io/1)
+        # (24+ hex digits, or 20+ characters mixing cases and digits: a user's name is neither)
+        r"\b[a-z][a-z0-9+.-]*://(?P<value>[0-9a-f]{24,}|(?=[\w-]*\d)(?=[\w-]*[A-Z])(?=[\w-]*[a-z])[\w-]{20,})@",
         # .pgpass: host:port:database:user:password
         r"^\s*[\w.*-]+:(?:\d+|\*):[\w.*-]+:[\w.*@-]+:(?P<value>[^\s:][^\s]*)\s*$",
         # command lines: curl -u user:X, .netrc login NAME password X, --password X,
         # docker login ... -p X, mysql ... -pX, sshpass -p X
         r"(?:^|\s)(?:-u|--user)[\s=][\"']?[^\s:\"']+:" + _RAW,
         r"\blogin\s+\S+\s+(?P<name>password)\s+" + _RAW,
-        r"(?:^|\s)--(?P<name>password|passwd|pass)[\s=](?P<q>[\"']?)" + _RAW,
-        r"\b(?:docker|podman|buildah|nerdctl|helm|skopeo)\b[^\n|;&]*?\blogin\b[^\n|;&]*?\s-p\s+"
+        r"(?:^|\s)--" + _NAME + r"[\s=](?P<q>[\"']?)" + _RAW,  # --password X, --api-key X
+        r"\b(?:docker|podman|buildah|nerdctl|helm|skopeo|az)\b[^\n|;&]*?\blogin\b[^\n|;&]*?\s-p\s+"
         r"(?P<q>[\"']?)" + _RAW,
         r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]*?\s-p(?P<q>[\"']?)" + _RAW,
         r"\bsshpass\s+-p\s*(?P<q>[\"']?)" + _RAW,
+        # redis-cli -a X, ldapsearch -w X, sqlcmd -P X, mongosh -p X
+        r"\b(?:redis-cli|ldap(?:search|add|modify|delete|passwd|whoami)|sqlcmd|bcp|mongo|mongosh|mongodump|"
+        r"mongorestore|mongoexport|mongoimport)\b[^\n|;&]*?\s-[awPp]\s+(?P<q>[\"']?)" + _RAW,
+        # openssl's -passin pass:X, keytool's -storepass X / -keypass X
+        r"(?:^|\s)-(?P<name>(?:store|key|src|dest|srcstore|deststore)?pass(?:in|out|word)?)\s+(?:pass:)?"
+        r"(?!(?:env|file|fd):|stdin\b)(?P<q>[\"']?)" + _RAW,  # (env:VAR, file:PATH name where it is)
+        # a secret set by name: aws configure set aws_secret_access_key X, npm config set _authToken X,
+        # setx API_KEY "X"
+        r"\b(?:configure\s+set|config\s+set|setx)\s+[\"']?" + _NAME + r"[\"']?\s+(?P<q>[\"']?)" + _RAW,
         # a password as a login-like call's second argument: client.login("admin", "X")
         r"\b(?P<name>login|log_in|signin|sign_in|authenticate|auth|basic_?auth|HTTPBasicAuth|"
-        r"HTTPDigestAuth|BasicAuth)\s*(?:=\s*)?\(\s*[\"'][^\"'\n]{1,64}[\"']\s*,\s*(?P<q>[\"'])" + _QUOTED,
+        r"HTTPDigestAuth|BasicAuth|\w*Credentials?|PasswordAuthentication)\s*(?:=\s*)?\(\s*[\"'][^\"'\n]{1,64}[\"']\s*,\s*(?P<q>[\"'])"
+        + _QUOTED,
+        # a secret handed to a setter or a builder: client.setApiKey("X"), .bearer_auth("X"), .token("X")
+        r"(?<![\w])(?P<name>(?:set_?|with_?|use_?)?(?:" + _KEYWORDS + r"|bearer(?:_?auth)?))\s*\(\s*"
+        r"(?P<q>[\"'])" + _QUOTED,
+        # an option named as a secret with its default: add_argument("--app-password", default="X")
+        r"[\"']-{0,2}" + _NAME + r"[\"'][^\n)]{0,80}?\bdefault\s*=\s*(?P<q>[\"'])" + _QUOTED,
+        # a key-like query parameter: ?appid=X, &api_key=X, &access_token=X
+        r"[?&](?P<name>appid|app_id|apikey|api_key|key|token|access_token|auth|secret|signature|"
+        r"client_secret)=(?P<value>[^&#\s\"'`<>]{8,})",
+        r"[\"'](?P<name>auth)[\"']\s*:\s*(?P<q>[\"'])(?P<value>[A-Za-z0-9+/]{16,}={0,2})[\"']",  # docker config
+        # SQL: IDENTIFIED BY 'X' (MySQL), WITH PASSWORD 'X' (PostgreSQL)
+        r"\b(?:IDENTIFIED(?:\s+WITH\s+\w+)?\s+BY|WITH\s+(?:ENCRYPTED\s+)?PASSWORD)\s+(?P<q>['\"])" + _QUOTED,
+        r"\bConvertTo-SecureString\s+(?:-String\s+)?(?P<q>[\"'])" + _QUOTED,  # PowerShell
+        r"\bnet\s+use\b[^\n]*?/user:\S+\s+" + _RAW,  # Windows: net use Z: \\srv\share /user:DOM\u X
+        r"\bhtpasswd\s+(?:-\w+\s+)*-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+" + _RAW,  # htpasswd -b FILE USER X
         # a passphrase of words; a wallet's seed phrase
         r"\b(?P<name>passphrase)[\"']?\s*[:=]\s*[\"']?(?P<value>[A-Za-z]+(?: [A-Za-z]+){2,11})[\"']?\s*$",
         r"\b(?P<name>(?:seed|recovery|mnemonic)(?:[ _-]?(?:phrase|words))?)\s*[:=]\s*"
@@ -150,7 +191,7 @@ def credible(value: str, name: str = "", *, as_data: bool = True, shortest: int 
         )
     if " " in value:  # a passphrase or seed phrase of words (their own rules)
         return True
-    password = bool(re.search(_PASSWORD, name, re.IGNORECASE)) or name.lower() in {
+    password = bool(re.search(_PASSWORD + r"|credential|pass(?:in|out)$", name, re.IGNORECASE)) or name.lower() in {
         "login", "log_in", "signin", "sign_in", "authenticate", "auth", "basic_auth", "basicauth",
         "httpbasicauth", "httpdigestauth", "",
     }  # fmt: skip
@@ -194,8 +235,25 @@ def spans(line: str) -> Iterator[tuple[int, int]]:
             if groups.get("sep") == "=" and not groups.get("q") and re.search(r"\s=", m.group(0)):
                 as_data = False
             shortest = 3 if groups.get("url") is not None else 6  # (?P<url>): a URL's password
-            if credible(m.group("value"), name, as_data=as_data, shortest=shortest):
-                yield m.span("value")
+            start, end = _value_span(line, m)
+            if credible(line[start:end], name, as_data=as_data, shortest=shortest):
+                yield start, end
+
+
+def _value_span(line: str, m: re.Match[str]) -> tuple[int, int]:
+    """The value of a rule's match, less what follows it in its own syntax: in a query string the
+    next ``&parameter`` (``?pass=X&remember=1``), in a URL's user part the ``@host``
+    (``https://x-access-token:X@github.com``)."""
+    start, end = m.span("value")
+    name_at = m.start("name") if m.groupdict().get("name") is not None else m.start()
+    if line[name_at - 1 : name_at] in ("?", "&"):
+        end = start + len(re.split(r"[&#]", line[start:end])[0])
+    elif re.search(r"://[^\s/@]*$", line[:name_at]) and "@" in line[start:end]:
+        end = line.index("@", start, end)
+    # JSON inside a string or a notebook's source lines: an escape (the value's closing \", a \n)
+    # ends the value
+    end = start + len(re.sub(r"(?:\\[nrt])+$|\\$", "", line[start:end]))
+    return start, end
 
 
 _HEADER = re.compile(r"[A-Za-z][A-Za-z0-9 _-]{0,39}")

@@ -36,8 +36,10 @@ Rules on top of the libraries, each because of a false redaction measured on ben
 Secrets: detect-secrets' pattern plugins (cloud and SaaS keys and tokens, JWTs, basic-auth URLs,
 private-key headers) and its keyword plugin (``password = "..."``), plus two plugins of ours for
 formats it lacks (secret_formats.py: vendor token prefixes; credentials.py's rules: values under a
-secret's name, headers, command lines ...); PEM and PGP private keys are taken whole (header to
-footer), a PuTTY key's private lines too, and an AWS console CSV's secret column. Every finding
+secret's name, headers, command lines ...; blocks.py: a name and its value on different lines); PEM
+and PGP private keys are taken whole (header to footer), a PuTTY key's private lines too, and an AWS
+console CSV's secret column. Of a pattern plugin's match only the secret is replaced (``_core``):
+its name, quotes and the rest of the line stay. Every finding
 passes credentials.py's checks (a placeholder, ``...EXAMPLE`` or a run of one character is no
 secret; a keyword-plugin value too short, a path or a name is none either). Its entropy plugins
 are left out: they fire on every hash, UUID and base64 literal in code. Its public-IP plugin is
@@ -53,6 +55,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ptfactory.filters.privacy.blocks import block_secrets
 from ptfactory.filters.privacy.credentials import credible, csv_secrets, name_before, not_a_secret
 from ptfactory.filters.privacy.personal_formats import extra_personal
 
@@ -157,6 +160,9 @@ def _plausible(kind: str, value: str, text: str, start: int, end: int) -> bool:
     value = value.strip()
     before, after = text[max(0, start - 48) : start], text[end : end + 24]
     if kind == "PHONE_NUMBER":
+        # a version after a product's slash (Chrome/124.0.6367.207) or a book number after ISBN
+        if (before.endswith("/") and "." in value) or re.search(r"(?i)\bISBN(?:-1[03])?:?\s*$", before):
+            return False
         if value.isdigit():  # a bare run: a phone number only where the words before say so
             return 10 <= len(value) <= 12 and bool(_PHONE_WORDS.search(before))
         digits = sum(c.isdigit() for c in value)
@@ -168,13 +174,24 @@ def _plausible(kind: str, value: str, text: str, start: int, end: int) -> bool:
             and " - " not in value
             and digits >= (8 if value.startswith("+") else 10)
         )
+    if kind == "EMAIL_ADDRESS":
+        # a URL's user part (https://oauth2:TOKEN@gitlab.com, mongodb+srv://admin:PW@cluster0...): its
+        # password is a credential (credentials.py) and the host stays; an SSH remote
+        # (git@github.com:acme/app.git) is a login at a host, not an address
+        if re.search(r"://[^\s/@]*$", before):
+            return False
+        # a no-reply sender is a service's, nobody's (a GitHub users.noreply address names a user)
+        if re.match(r"(?i)(?:no-?reply|do-?not-?reply)@", value):
+            return False
+        return not re.match(r":[\w~.-]+/", after)
     if kind == "IP_ADDRESS":
         if ":" in value:
             return len(_HEX_GROUP.findall(value)) >= 3
         # a version (4.2.1.1, v10.0.19041.1) or a longer dotted number (an SNMP OID) is no address
         if _VERSION_WORD.search(before) or re.match(r"\.\d", after) or re.search(r"\d\.$", before):
             return False
-        return not (value.startswith("127.") or value == "0.0.0.0")
+        # loopback, unspecified and the documentation ranges (RFC 5737) are nobody's
+        return not (value.startswith(("127.", "192.0.2.", "198.51.100.", "203.0.113.")) or value == "0.0.0.0")
     if kind == "CREDIT_CARD":
         if re.sub(r"\D", "", value) in TEST_CARDS:
             return False
@@ -283,10 +300,13 @@ def _secrets(text: str) -> list[Finding]:
         for m in _PPK.finditer(text)
     ]
     found += [Finding("CREDENTIAL", s, e, text[s:e], True) for s, e in csv_secrets(text)]
+    found += [Finding("CREDENTIAL", s, e, text[s:e], True) for s, e in block_secrets(text)]
     offset = 0
     for line in text.splitlines(keepends=True):
         for plugin, kind in _plugins():
-            for start, end in _spans(plugin, kind, line):
+            for at, end in _spans(plugin, kind, line):
+                # Django's `django-insecure-` says what the key is: no part of the secret
+                start = at + 16 if line.startswith("django-insecure-", at) and end - at > 24 else at
                 value = line[start:end]
                 if "PRIVATE KEY" in value or not_a_secret(value):
                     continue
@@ -317,13 +337,35 @@ def _spans(plugin: Any, kind: str, line: str) -> list[tuple[int, int]]:
         ]
         at = line.find(value)
         if whole:
-            spans += whole
+            spans += [_core(line, s, e, value) for s, e in whole]
         elif at >= 0 and (
             # the keyword plugin has no minimum length: `passwd = 'x'` is not a password
             name != "KeywordDetector" or credible(value, name_before(line, at))
         ):
             spans.append((at, at + len(value)))
     return spans
+
+
+# what a pattern plugin's match holds around its secret: quotes and separators (Artifactory's
+# `=AKC..."`), the rest of the line (npm's rule runs to the line's end), a name (`AccountKey=`)
+_AROUND = re.compile(r"""[\s=:"'(\[]*(?:[A-Za-z_][\w.-]*=(?=\S{16}))?(?P<core>[^\s"'`]*)""")
+
+
+def _core(line: str, start: int, end: int, value: str) -> tuple[int, int]:
+    """The secret of a pattern plugin's match: only it is replaced, so the name, quotes, separators
+    and the rest of the line stay (``aws_secret_access_key="<API_KEY>"`` still parses). A plugin
+    that reports a long group (AWS's 40-character secret) gives it; one that reports a prefix (GitHub:
+    ``ghp``) the match, less what stands around the secret; a Slack webhook URL its path after
+    ``/services/`` (the ids and the token: together they are the webhook's address)."""
+    if len(value) >= 16 and (at := line.find(value, start, end)) >= 0:
+        start, end = at, at + len(value)
+    m = _AROUND.match(line, start, end)
+    if m and m.group("core"):
+        start, end = m.span("core")
+    if "://" in line[start:end]:  # a webhook URL: what follows Slack's /services/ (T../B../TOKEN)
+        at = line.find("/services/", start, end)
+        start = at + len("/services/") if at >= 0 else line.rindex("/", start, end) + 1
+    return start, end
 
 
 def find(text: str, entities: tuple[str, ...], secrets: bool = True) -> list[Finding]:

@@ -10,6 +10,9 @@ went through to a stored row):
 - An e-mail address written to dodge harvesters: ``name[at]domain[dot]ru``, ``name (at) domain.de``,
   ``john dot smith at example dot com``. A bare `` at `` needs a `` dot `` too (``meet at noon``,
   ``look at google.com`` are prose), and the address must end in a known top-level domain.
+- An e-mail address percent-encoded in a URL (``?email=jane.doe%40gmail.com``), and the number
+  of a WhatsApp link (``wa.me/919845031276``): Presidio wants an ``@``, and a phone number a ``+``
+  or a layout.
 - A date of birth after its label (``DOB: 03/14/1987``, ``"date_of_birth": "1979-11-02"``): a date
   alone is no one's, a birth date is. Not "born on ...": that is how biographies of public figures
   open (four WritingBench documents). Type ``DATE_OF_BIRTH``, looked for whenever any personal
@@ -49,6 +52,15 @@ _DOB = re.compile(
     r"geburtsdatum|date de naissance|fecha de nacimiento)\b[\"']?\s*[:=]?\s*[\"']?"
     rf"(?-i:({_DATE}))(?!\d)"
 )
+
+
+# an address percent-encoded in a URL's query (?email=jane.doe%40gmail.com): Presidio wants an @
+_URL_EMAIL = re.compile(
+    rf"(?i)(?<![\w.+%-])[a-z0-9][\w.+-]*%40[a-z0-9][\w-]*(?:\.[\w-]+)*\.(?:{_TLD})(?![\w-])"
+)
+# a WhatsApp link's number (wa.me/919845031276, api.whatsapp.com/send?phone=...): digits only, with
+# the country code, which no phone recognizer takes without a + or a layout
+_WHATSAPP = re.compile(r"(?i)\b(?:wa\.me/|whatsapp\.com/send/?\?phone=)\+?(\d{8,15})(?!\d)")
 
 
 def _iban_valid(value: str) -> bool:
@@ -94,6 +106,11 @@ def extra_personal(text: str, entities: tuple[str, ...]) -> Iterator[tuple[str, 
             if plain_at and not re.search(_DOT, value, re.I):
                 continue
             yield "EMAIL_ADDRESS", m.start(), m.end()
+        for m in _URL_EMAIL.finditer(text):
+            yield "EMAIL_ADDRESS", m.start(), m.end()
+    if "PHONE_NUMBER" in entities:
+        for m in _WHATSAPP.finditer(text):
+            yield "PHONE_NUMBER", m.start(1), m.end(1)
     if entities:  # not one of the config's Presidio types: looked for wherever personal data is
         for m in _DOB.finditer(text):
             yield "DATE_OF_BIRTH", m.start(1), m.end(1)

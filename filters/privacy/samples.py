@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ptfactory.filters.execution.programs import extract_solution
+from ptfactory.filters.execution.programs import code_blocks, extract_solution
 from ptfactory.filters.privacy.config import PrivacyConfig
 from ptfactory.filters.privacy.redact import parses, redact_record
 from ptfactory.storage.schema import add_decision, dropped_mask, prompt_of, response_of
@@ -61,15 +61,24 @@ class PrivacyStats:
         }
 
 
+def _code(prompt: str, response: str, entry_point: str, tests: str | None) -> dict[str, str | None]:
+    """A code row's texts that must still parse after redaction: its tests, its solution, and each
+    fenced Python block of the reply on its own (the solution joins a prose prompt's stub to the
+    code; where that does not parse, the blocks still say whether redaction broke the code)."""
+    try:
+        solution = extract_solution(prompt, response, entry_point)
+    except Exception:  # an unparseable answer: its tests still decide what is test data
+        solution = response
+    texts: dict[str, str | None] = {"tests": tests, "solution": solution}
+    texts.update({f"block {i}": block for i, block in enumerate(code_blocks(response))})
+    return texts
+
+
 def _code_texts(row: dict[str, Any]) -> dict[str, str | None] | None:
     if row.get("kind") != "code":
         return None
     messages = row.get("messages") or []
-    try:
-        solution = extract_solution(prompt_of(messages), response_of(messages), row.get("entry_point") or "")
-    except Exception:  # an unparseable answer: its tests still decide what is test data
-        solution = response_of(messages)
-    return {"tests": row.get("tests"), "solution": solution}
+    return _code(prompt_of(messages), response_of(messages), row.get("entry_point") or "", row.get("tests"))
 
 
 def _redact_rows(
@@ -190,11 +199,6 @@ def redact_seed(
     code = None
     if task.get("kind") == "code":
         prompt = "\n\n".join(t for t in (task.get("instruction"), task.get("input")) if t)
-        solution: str | None
-        try:
-            solution = extract_solution(prompt, task.get("response") or "", task.get("entry_point") or "")
-        except Exception:
-            solution = task.get("response")
-        code = {"tests": task.get("tests"), "solution": solution}
+        code = _code(prompt, task.get("response") or "", task.get("entry_point") or "", task.get("tests"))
     cleaned, counts, _ = redact_record(task, config, skip=_SEED_SKIP, code=code, numbers=True)
     return cleaned, counts

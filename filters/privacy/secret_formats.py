@@ -13,7 +13,9 @@ Each because a planted value went through to a stored row:
   Also: Stripe's ``sk_``/``rk_`` keys whole (its rule takes 24 characters of today's ~100) and
   ``whsec_`` secrets, Discord tokens with a longer last part, Slack ``xapp-``, DigitalOcean
   ``dop_v1_``, Vault ``hvs.``, Atlassian ``ATATT``, New Relic ``NRAK-``, Groq ``gsk_``,
-  Replicate ``r8_``, and a Twilio auth token (32 hex digits) beside its ``AC`` account SID.
+  Replicate ``r8_``, Bitbucket ``ATBB``, Postman ``PMAK-``, Mailgun ``key-``, an Azure AD client
+  secret (``...Q~...``), the token of a Discord or Teams webhook URL, and a Twilio auth token (32
+  hex digits) beside its ``AC`` account SID.
 
 A value assigned to a secret's name, a password on a command line and the like are
 ``credentials.py``'s ``AssignedSecretDetector``.
@@ -58,6 +60,14 @@ class TokenFormatDetector(RegexBasedDetector):
         # Discord bot token: detect-secrets wants exactly 27 characters in the last part and left
         # the tail of a longer one
         re.compile(r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,}" + _END),
+        re.compile(r"\bATBB[A-Za-z0-9_=.-]{28,}" + _END),  # Bitbucket app password
+        re.compile(r"\bPMAK-[A-Za-z0-9]{20,}-[A-Za-z0-9]{30,}" + _END),  # Postman API key
+        re.compile(r"\bkey-[0-9a-f]{32}" + _END),  # Mailgun API key
+        # Azure AD client secret: 3 characters, a digit, Q~, 31-34 more
+        re.compile(r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}" + _END),
+        # webhook URLs: the token part (the ids before it are no secret)
+        re.compile(r"\bdiscord(?:app)?\.com/api/webhooks/\d+/([A-Za-z0-9_-]{40,})"),
+        re.compile(r"\.webhook\.office\.com/webhookb2/[^\s\"'/]+/IncomingWebhook/([A-Za-z0-9]{32})/"),
         # Twilio's auth token: 32 hex digits, a secret only beside its account SID (AC + 32 hex)
         re.compile(r"\bAC[a-f0-9]{32}[\"']?\s*[,:;]?\s*[\"']?([a-f0-9]{32})\b"),
     )

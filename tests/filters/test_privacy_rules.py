@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import string
 import zlib
 from collections.abc import Callable
@@ -190,6 +191,92 @@ FORMS: dict[str, Callable[[], tuple[str, str]]] = {
     "vault": lambda: (v := "hvs." + _s(90, ALNUM + "_-"), f"$ vault login {v}"),
     "atlassian": lambda: (v := "ATATT3xFfGF0" + _s(180, ALNUM + "_=-"), f"jira token {v}"),
     "newrelic": lambda: (v := "NRAK-" + _s(27, string.ascii_uppercase + string.digits), f"user key: {v}"),
+    # values under a secret's name in code and configs (a held-out probe's leaks)
+    "argparse-default": lambda: (
+        v := "ATBB" + _s(32),
+        f'parser.add_argument("--bb-app-password", default="{v}")',
+    ),
+    "option-default-generic": lambda: (
+        v := _s(24),
+        f'p.add_argument("--api-token", type=str, default="{v}")',
+    ),
+    "mailgun-kwarg": lambda: (v := "key-" + _s(32, HEX), f'send(domain="mg.acme.io", key="{v}", to=["x"])'),
+    "terraform-default": lambda: (
+        v := _s(32, HEX),
+        f'variable "datadog_api_key" {{\n  type    = string\n  default = "{v}"\n}}\n',
+    ),
+    "yaml-folded": lambda: (v := _s(40), f"integrations:\n  pagerduty:\n    api_token: >-\n      {v}\n"),
+    "java-setter": lambda: (v := _s(32), f'client.setApiKey("{v}");'),
+    "rust-bearer-auth": lambda: (v := _s(40), f'reqwest::Client::new().get(url).bearer_auth("{v}").send()'),
+    "okta-ssws": lambda: (v := "00" + _s(40), f'.header("Authorization", "SSWS {v}")'),
+    "jdbc-positional": lambda: (
+        v := _pw(),
+        f'Connection c = DriverManager.getConnection(\n    "jdbc:postgresql://db:5432/ledger", "rw", "{v}");',
+    ),
+    "cli-api-key": lambda: (v := _s(32), f"python ingest.py --source s3://raw --api-key {v} --batch 500"),
+    "az-login-p": lambda: (
+        v := _s(3) + "1Q~" + _s(31, ALNUM + "_~."),
+        f'az login --service-principal -u {_s(8, HEX)} -p "{v}" --tenant {_s(8, HEX)}',
+    ),
+    "azure-client-secret-bare": lambda: (v := _s(3) + "8Q~" + _s(34, ALNUM + "_~."), f"secret value {v}"),
+    "query-appid": lambda: (
+        v := _s(32, HEX),
+        f'requests.get(f"https://api.w.org/data?q={{city}}&appid={v}")',
+    ),
+    "query-access-token": lambda: (v := _s(40), f"GET /v1/me?access_token={v}&fields=id HTTP/1.1"),
+    "bytes-literal": lambda: (v := _pw(24), f'WEBHOOK_SECRET = b"{v}"'),
+    "go-byte-slice": lambda: (v := _s(64, HEX), f'var hmacKey = []byte("{v}")'),
+    "sql-identified-by": lambda: (v := _pw(), f"CREATE USER 'app'@'%' IDENTIFIED BY '{v}';"),
+    "sql-with-password": lambda: (v := _pw(), f"CREATE ROLE app LOGIN WITH PASSWORD '{v}';"),
+    "json-escaped": lambda: (
+        v := _pw(),
+        f'body="{{\\"user\\":\\"ops\\",\\"password\\":\\"{v}\\"}}" status=401',
+    ),
+    "url-password-with-at": lambda: (
+        v := _s(4) + "@" + _s(3) + "#" + _s(3) + "!",
+        f"Connecting to amqp://svc:{v}@rabbit-01:5672//",
+    ),
+    "go-dsn-with-at": lambda: (
+        v := _s(9) + "@" + _s(2),
+        f'sql.Open("mysql", "billing:{v}@tcp(db:3306)/billing")',
+    ),
+    "discord-webhook": lambda: (
+        v := _s(68, ALNUM + "_-"),
+        f'requests.post(f"https://discord.com/api/webhooks/{_s(19, string.digits)}/{v}?wait=true")',
+    ),
+    "sentry-dsn-key-as-user": lambda: (
+        v := _s(32, HEX),
+        f'sentry_sdk.init(dsn="https://{v}@o450123.ingest.sentry.io/5512345")',
+    ),
+    "bitbucket-atbb": lambda: (v := "ATBB" + _s(32), f"use {v} as the app password"),
+    "postman-pmak": lambda: (v := f"PMAK-{_s(24, HEX)}-{_s(34, HEX)}", f"Set X-Api-Key to {v} in Postman."),
+    "docker-config-auth": lambda: (
+        v := _s(52, B64),
+        f'{{"auths": {{"registry.acme.io": {{"auth": "{v}"}}}}}}',
+    ),
+    "markdown-table": lambda: (
+        v := _pw(),
+        f"| env | user | password |\n|---|---|---|\n| prod | admin | {v} |\n",
+    ),
+    "markdown-key-value": lambda: (
+        v := _pw(),
+        f"| setting | value |\n|---|---|\n| host | db01 |\n| password | {v} |\n",
+    ),
+    # more command lines and calls of the same kinds
+    "redis-cli-a": lambda: (v := _s(16), f"redis-cli -h cache.internal -a {v} ping"),
+    "ldapsearch-w": lambda: (v := _pw(), f"ldapsearch -x -D cn=admin,dc=acme -w {v} -b dc=acme"),
+    "sqlcmd-P": lambda: (v := _pw(), f'sqlcmd -S db01 -U sa -P "{v}" -Q "SELECT 1"'),
+    "openssl-pass": lambda: (v := _s(14), f"openssl pkcs12 -export -in c.pem -passout pass:{v} -out c.p12"),
+    "keytool-storepass": lambda: (v := _s(14), f"keytool -list -keystore ks.jks -storepass {v}"),
+    "aws-configure-set": lambda: (v := _s(40, B64), f"aws configure set aws_secret_access_key {v}"),
+    "setx": lambda: (v := _s(32), f'setx OPENAI_API_KEY "{v}"'),
+    "network-credential": lambda: (v := _pw(), f'var c = new NetworkCredential("svc", "{v}");'),
+    "powershell-securestring": lambda: (
+        v := _pw(),
+        f'$pw = ConvertTo-SecureString "{v}" -AsPlainText -Force',
+    ),
+    "net-use": lambda: (v := _pw(), f"net use Z: \\\\fs01\\finance /user:CORP\\svc {v} /persistent:no"),
+    "htpasswd-b": lambda: (v := _pw(), f"htpasswd -b /etc/nginx/.htpasswd admin {v}"),
     "pgp-block": lambda: (
         v := "\n".join(_s(64, B64) for _ in range(3)),
         f"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n{v}\n-----END PGP PRIVATE KEY BLOCK-----\n",
@@ -227,6 +314,16 @@ PII: dict[str, tuple[str, str, str]] = {
         "EMAIL_ADDRESS",
     ),
     "email-paren": ("anna.k (at) posteo.de", "reach me: anna.k (at) posteo.de", "EMAIL_ADDRESS"),
+    "email-url-encoded": (
+        "jane.ostrowski%40gmail.com",
+        "sent https://app.acme.io/invite?email=jane.ostrowski%40gmail.com&ref=news",
+        "EMAIL_ADDRESS",
+    ),
+    "whatsapp-link": (
+        "919845031276",
+        '<a href="https://wa.me/919845031276?text=Hi">Chat</a>',
+        "PHONE_NUMBER",
+    ),
     "dob-us": ("03/14/1987", "Patient DOB: 03/14/1987, MRN 004512", "DATE_OF_BIRTH"),
     "dob-json": ("1979-11-02", '{"name": "T", "date_of_birth": "1979-11-02"}', "DATE_OF_BIRTH"),
 }
@@ -258,12 +355,19 @@ BENIGN = [
     "password = getpass.getpass()\nuser_password = form.password.data\npassword: str",
     "mkdir -p build/out && docker run -p 8080:80 img && ssh -p 2222 host",
     "Pass the key with --password-file /run/secrets/pw or --password $PW.",
+    "openssl enc -aes256 -pass env:MYPASS -in a.txt && openssl rsa -passin file:/run/pw.txt",
     "if token == 'EOS1234567':\n    bypass: true",
     'login(username, password)\nauth=("user", password)',
     "We met at noon at the station and talked about the project.",
     'FIELDS = ("password", "username")\nclass Login(BaseModel):\n    password: SecretStr',
     "Hans Zimmer was born on September 12, 1957, in Frankfurt.",  # a public biography
     "Born in 1987, she moved to Berlin in 03/2001.",
+    "git remote add origin git@github.com:acme/app.git",  # an SSH remote, not an e-mail address
+    "| token | color |\n|---|---|\n| primary | #3b82f6 |\n| danger | #ef4444 |",  # design tokens
+    "See ISBN 978-0-306-40615-7 (or ISBN-10 0-306-40615-2) for the derivation.",
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/124.0.6367.207 Safari/537.36",
+    "Point the A record at 203.0.113.10 (or 198.51.100.7, 192.0.2.1): documentation addresses.",
+    "Emails come from noreply@github.com or no-reply@accounts.google.com; whitelist them.",
 ]
 
 
@@ -343,3 +447,87 @@ def test_a_code_seed_whose_redaction_breaks_the_code_is_routed() -> None:
         )
     )
     assert out.column("decisions").to_pylist()[0][-1]["reason"] == "redaction_breaks_code"
+
+
+# --- 9. only the value is replaced: its name, quotes, separators and the rest of the line stay -----
+
+AROUND: dict[str, Callable[[], tuple[list[str], str]]] = {
+    "aws-kwargs": lambda: (
+        v := ["AKIA" + _s(16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"), _s(40, B64)],
+        f's3 = boto3.client(\n    "s3",\n    aws_access_key_id="{v[0]}",\n    aws_secret_access_key="{v[1]}",\n)\n',
+    ),
+    "azure-account-key": lambda: (
+        v := [_s(86, B64) + "=="],
+        f'CONN = "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={v[0]};EndpointSuffix=core.windows.net"',
+    ),
+    "django-insecure": lambda: (
+        v := [_s(50, string.ascii_lowercase + string.digits + "!@#$%^&*(-_=+)")],
+        f"SECRET_KEY = 'django-insecure-{v[0]}'\nDEBUG = False\n",
+    ),
+    "npmrc-echo": lambda: (
+        v := ["npm_" + _s(36)],
+        f'command: echo "//registry.npmjs.org/:_authToken={v[0]}" > ~/.npmrc',
+    ),
+    "artifactory-withenv": lambda: (
+        v := ["AKCp" + _s(69)],
+        f"withEnv([\"ARTIFACTORY_API_KEY={v[0]}\"]) {{ sh './gradlew publish' }}",
+    ),
+    "query-next-parameter": lambda: (
+        v := [_s(12)],
+        f"GET https://legacy.acme.io/login.php?user=admin&pass={v[0]}&remember=1 -> 302",
+    ),
+    "slack-webhook": lambda: (
+        v := [f"T{_s(8, string.ascii_uppercase)}/B{_s(10)}/{_s(24)}"],
+        f'const HOOK = "https://hooks.slack.com/services/{v[0]}";',
+    ),
+    "gitlab-clone-url": lambda: (
+        v := ["glpat-" + _s(20)],
+        f"git clone https://oauth2:{v[0]}@gitlab.com/acme-platform/infra-live.git",
+    ),
+    "mongodb-srv": lambda: (
+        v := [_s(12, ALNUM + "-_")],
+        f"uri: 'mongodb+srv://admin:{v[0]}@cluster0.q7x2m.mongodb.net/shop?retryWrites=true'",
+    ),
+    "gitconfig-insteadof": lambda: (
+        v := ["ghs_" + _s(36)],
+        f'[url "https://x-access-token:{v[0]}@github.com/"]\n\tinsteadOf = https://github.com/',
+    ),
+    "hf-notebook-source": lambda: (
+        v := ["hf_" + _s(34)],
+        f'"source": [\n    "!huggingface-cli login --token {v[0]}\\n",\n    "import datasets"\n]',
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(AROUND))
+def test_only_the_value_is_replaced_not_its_name_quotes_or_the_rest_of_the_line(name: str) -> None:
+    _seeded(name)
+    values, text = AROUND[name]()
+    cleaned, counts = redact_text(text)
+    expected = text
+    for value in values:
+        expected = expected.replace(value, "<V>")
+    assert re.sub(r"<[A-Z][A-Z_]*?(?:_\d+)?>", "<V>", cleaned) == expected, (text, cleaned)
+    assert counts
+
+
+def test_prose_then_a_fenced_code_block_that_redaction_breaks_is_routed() -> None:
+    """The solution joins the prose prompt to the code and does not parse before redaction; the
+    fenced block alone does, and a placeholder in place of an int literal breaks it."""
+    answer = "Here it is:\n```python\nCARD_ON_FILE = 4539578763621486  # the customer's card\n```\n"
+    messages = [
+        {"role": "user", "content": "Write the settings module with the card number on file."},
+        {"role": "assistant", "content": answer},
+    ]
+    row = {
+        "sample_id": sample_id("code", messages),
+        "batch": "b",
+        "kind": "code",
+        "messages": messages,
+        "tests": "def check(candidate):\n    assert True\n",
+        "entry_point": "",
+    }
+    out, stats = clean_samples(from_records([row]))
+    decision = out.column("decisions").to_pylist()[0][-1]
+    assert (decision["verdict"], decision["reason"]) == ("route", "redaction_breaks_code")
+    assert stats.routed == 1
