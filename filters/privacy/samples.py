@@ -23,6 +23,7 @@ import pyarrow as pa
 from ptfactory.filters.execution.programs import code_blocks, extract_solution
 from ptfactory.filters.privacy.config import PrivacyConfig
 from ptfactory.filters.privacy.redact import parses, redact_record
+from ptfactory.filters.verify.inputs import tests_text
 from ptfactory.storage.schema import add_decision, dropped_mask, prompt_of, response_of
 
 __all__ = ["STAGE", "PrivacyStats", "clean_samples", "record_redactions", "redact_seed", "redact_table"]
@@ -199,6 +200,8 @@ def redact_seed(
     code = None
     if task.get("kind") == "code":
         prompt = "\n\n".join(t for t in (task.get("instruction"), task.get("input")) if t)
-        code = _code(prompt, task.get("response") or "", task.get("entry_point") or "", task.get("tests"))
+        tests = tests_text(task.get("tests"))  # MBPP's list of assert lines is one program
+        code = _code(prompt, task.get("response") or "", task.get("entry_point") or "",
+                     tests if isinstance(tests, str) else None)  # fmt: skip
     cleaned, counts, _ = redact_record(task, config, skip=_SEED_SKIP, code=code, numbers=True)
     return cleaned, counts

@@ -404,6 +404,24 @@ def test_a_numeric_answer_equal_to_a_found_value_is_redacted(tmp_path: Path) -> 
     assert b"4158675309" not in staged.contents["s.jsonl"] and b'"answer": 18' in staged.contents["s.jsonl"]
 
 
+def test_a_code_seed_with_mbpps_list_of_tests_is_redacted(tmp_path: Path) -> None:
+    """MBPP's tests are a list of assert lines: redaction read them as one text and crashed."""
+    task = {
+        "id": "m1",
+        "kind": "code",
+        "instruction": "Write is_email(s). Ask jane.doe@mailbox.org if unsure.",
+        "response": "def is_email(s):\n    return '@' in s\n",
+        "tests": ["assert is_email('bob@site.net')", "assert not is_email('nope')"],
+    }
+    seed = tmp_path / "mbpp.jsonl"
+    seed.write_text(json.dumps(task) + "\n")
+    text = redact_seed_files([seed]).contents["mbpp.jsonl"].decode()
+    cleaned, counts = redact_seed(task)
+    assert "jane.doe@mailbox.org" not in json.dumps(cleaned) and counts
+    assert cleaned["tests"] == task["tests"]  # the tests' own address is test data
+    assert "jane.doe@mailbox.org" not in text
+
+
 def test_a_code_seed_whose_redaction_breaks_the_code_is_routed() -> None:
     from ptfactory.filters.privacy import record_redactions
 
