@@ -47,7 +47,8 @@ test_verify_constraints.py imports and runs them in a subprocess with a fresh, e
 and records every download attempt and socket.
 
 Verdicts: every check holds -> pass; any check fails -> fail (``partial`` = the share that held);
-otherwise (only unavailable checks left undecided) -> abstain. Evidence: each check's type,
+otherwise (only unavailable checks left undecided) -> abstain; a reply that is only an unclosed
+``<think>`` block -> no_answer. Evidence: each check's type,
 arguments and result, and the names of the failed ones.
 """
 
@@ -243,7 +244,7 @@ class ConstraintsVerifier(Verifier):
             return self.abstain("no_response")
         text = _strip_thinking(response)
         if not text.strip():  # an unclosed <think>: the reply never got to its answer
-            return self.abstain("no_answer")
+            return self.verdict("no_answer", "no_answer")
         checks = []
         for spec in specs:
             held = check_constraint(spec, text)

@@ -138,7 +138,7 @@ def test_words_are_literal_a_phrase_starts_a_word_and_a_reply_that_only_thinks_h
         ("Dear teammates and friends, welcome.", {"type": "starts_with", "start_phrase": "Dear team"}, "fail"),
         ("Dear team, welcome.", {"type": "starts_with", "start_phrase": "Dear team"}, "pass"),
         ("<think>The user wants a list, let me think", {"type": "forbidden_words", "forbidden_words": ["x"]},
-         "abstain"),
+         "no_answer"),
     ]  # fmt: skip
     got = verifier.verify_many([row(reply, [spec]) for reply, spec, _ in cases])
     assert [v.verdict for v in got] == [want for _, _, want in cases]
