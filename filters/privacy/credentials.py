@@ -62,6 +62,17 @@ RULES = tuple(
     re.compile(rule, re.IGNORECASE | re.MULTILINE)
     for rule in (
         _NAME + _ASSIGN + _RAW,
+        # a fallback after the environment: process.env.JWT_SECRET || 'X', os.environ.get("X") or "X"
+        _NAME + r"[\"']?\s*[)\]]?\s*(?:\|\||\?\?|\?:|\bor\b)\s*(?P<q>[\"'])" + _QUOTED,
+        # a header named as a key or token: Ocp-Apim-Subscription-Key: X, X-Auth-Token: X
+        r"(?<![\w-])(?P<name>[A-Za-z][\w-]*-(?:key|token|secret))[\"']?\s*:\s*(?P<q>[\"']?)"
+        r"(?P<value>[A-Za-z0-9+/=_.~-]{16,})",
+        # WordPress keys and salts, which hold spaces and any symbol: define('NONCE_SALT', 'X')
+        r"\bdefine\(\s*[\"'](?P<name>\w*_(?:KEY|SALT)|NONCE_\w+)[\"']\s*,\s*(?P<salt>')(?P<value>[^\n]{8,}?)'\s*\)",
+        r"(?<![\w-])(?P<name>_auth)\s*=\s*(?P<value>[A-Za-z0-9+/]{12,}={0,2})(?![\w+/=])",  # npm's legacy _auth
+        # a random key as an SDK client's only argument: cohere.Client("X"), Anthropic("X")
+        r"(?-i:\b(?:[A-Z]\w*)?(?:Client|API|Api))\(\s*(?P<q>[\"'])"
+        r"(?P<value>(?-i:(?=[\w-]*[a-z])(?=[\w-]*[A-Z])(?=[\w-]*\d))[\w-]{30,})[\"']\s*\)",
         # XML: <password>X</password>; .NET's <add key="DbPassword" value="X" />
         r"<(?P<name>[\w:.-]*(?:" + _KEYWORDS + r")[\w:.-]*)>\s*" + _RAW + r"\s*</",
         r"\bkey\s*=\s*[\"']" + _NAME + r"[\"']\s+value\s*=\s*[\"']" + _QUOTED + r"[\"']",
@@ -86,7 +97,7 @@ RULES = tuple(
         # URLs: scheme://user:PASSWORD@host (detect-secrets' rule takes none with !, $, & ...),
         # an empty user too; Go's user:PASSWORD@tcp(host:3306)/db
         # a password with @ in it runs to the last @ before the host (amqp://u:P@ss#1@rabbit:5672)
-        r"(?P<url>)\b[a-z][a-z0-9+.-]*://[^\s:/@\"'`]*:(?P<value>[^\s/\"'`]{3,})@"
+        r"(?P<url>)\b[a-z][a-z0-9+.-]*://[^\s:/\"'`]*:(?P<value>[^\s/\"'`]{3,})@"
         r"(?=[A-Za-z0-9\[{$%<][^\s@/\"'`]*(?:[/\s\"'`?#]|$))",
         r"(?P<url>)\b[\w.-]+:(?P<value>[^\s/\"'`:]{3,})@(?:tcp|unix|udp)\(",
         # a key as a URL's user (a Sentry DSN: https://KEY@o450123.ingest.sentry.io/1)
@@ -141,7 +152,8 @@ RULES = tuple(
 _DESCRIBES = frozenset(  # 50 words read better as words than as a list of strings
     "path file filename files dir folder template id ids name names algorithm algo alg length len "  # noqa: SIM905
     "min max days hours ttl expiry expires expiration header field type url uri endpoint policy mode "
-    "env var lambda arn count size format prefix label hint rotation version location store".split()
+    "env var lambda arn count size format prefix label hint rotation version location store timeout seconds "
+    "secs minutes mins ms attempts retries tries limit interval lifetime age delay duration window regex".split()
 )
 _PLACEHOLDER = re.compile(
     r"(?i)^(?:x+|\*+|\.+|-+|#+|0+|<.*>|\{\{.*\}\}|\$\{.*\}|%\(.*\)s?|\[.*\]|(?:change|replace)[_-]?me\w*"
@@ -164,6 +176,8 @@ _B64 = re.compile(r"^[A-Za-z0-9+/=_-]{20,}$")
 
 def not_a_secret(value: str) -> bool:
     """Placeholders and documentation values, whatever finds them (an API key's rule too)."""
+    if re.fullmatch(r"[A-Z]+(?:_[A-Z]+)*", value) and re.search(r"PASS|PWD|SECRET|TOKEN|KEY", value):
+        return True  # an all-caps name standing for one (postgresql://USER:PASSWORD@HOST)
     return bool(_SAME_RUN.search(value)) or "example" in value.lower()
 
 
@@ -179,6 +193,10 @@ def credible(value: str, name: str = "", *, as_data: bool = True, shortest: int 
         return False
     # a call or an index, cut at its quote (`input(`, `os.environ[`) or whole (`getpass()`): code
     if _ATTRIBUTES.match(value) or value[-1] in "([)":
+        return False
+    # a variable named as a secret (raw_password, dbPassword, new_token): code, not its value
+    identifier = re.fullmatch(r"[A-Za-z_]\w*", value) and re.search(r"(?i)" + _KEYWORDS, value)
+    if identifier and ("_" in value or not any(c.isdigit() for c in value)):
         return False
     if name and not holds_secret(name) and not _HEX.fullmatch(value):  # 24+ hex digits: a key's own
         return False
@@ -236,7 +254,10 @@ def spans(line: str) -> Iterator[tuple[int, int]]:
                 as_data = False
             shortest = 3 if groups.get("url") is not None else 6  # (?P<url>): a URL's password
             start, end = _value_span(line, m)
-            if credible(line[start:end], name, as_data=as_data, shortest=shortest):
+            if groups.get("salt") is not None:  # a WordPress salt: any characters but plain words
+                if not re.fullmatch(r"[A-Za-z ]+", line[start:end]) and not not_a_secret(line[start:end]):
+                    yield start, end
+            elif credible(line[start:end], name, as_data=as_data, shortest=shortest):
                 yield start, end
 
 
@@ -246,13 +267,16 @@ def _value_span(line: str, m: re.Match[str]) -> tuple[int, int]:
     (``https://x-access-token:X@github.com``)."""
     start, end = m.span("value")
     name_at = m.start("name") if m.groupdict().get("name") is not None else m.start()
-    if line[name_at - 1 : name_at] in ("?", "&"):
+    if line[name_at - 1 : name_at] in ("?", "&", "#"):
         end = start + len(re.split(r"[&#]", line[start:end])[0])
     elif re.search(r"://[^\s/@]*$", line[:name_at]) and "@" in line[start:end]:
         end = line.index("@", start, end)
     # JSON inside a string or a notebook's source lines: an escape (the value's closing \", a \n)
     # ends the value
     end = start + len(re.sub(r"(?:\\[nrt])+$|\\$", "", line[start:end]))
+    # brackets the value closes but never opened: (refresh_token=X), {"password": var})
+    while end > start and line[end - 1] in ")]}" and "([{"[")]}".index(line[end - 1])] not in line[start:end]:
+        end -= 1
     return start, end
 
 

@@ -58,6 +58,7 @@ from typing import Any
 from ptfactory.filters.privacy.blocks import block_secrets
 from ptfactory.filters.privacy.credentials import credible, csv_secrets, name_before, not_a_secret
 from ptfactory.filters.privacy.personal_formats import extra_personal
+from ptfactory.filters.privacy.prose import prose_secrets
 
 __all__ = ["SECRET_PLUGINS", "TEST_CARDS", "Finding", "find"]
 
@@ -289,7 +290,10 @@ def _personal(text: str, entities: tuple[str, ...]) -> list[Finding]:
         kind = result.entity_type
         if not _plausible(kind, value, text, result.start, result.end):
             continue
-        found.append(Finding(kind, result.start, result.end, value, secret=False))
+        start = result.start  # a key before an address (email=ci@x.fr) stays
+        if kind == "EMAIL_ADDRESS" and "=" in value.split("@")[0]:
+            start += value.rindex("=", 0, value.index("@")) + 1
+        found.append(Finding(kind, start, result.end, text[start : result.end], secret=False))
     return found
 
 
@@ -301,6 +305,7 @@ def _secrets(text: str) -> list[Finding]:
     ]
     found += [Finding("CREDENTIAL", s, e, text[s:e], True) for s, e in csv_secrets(text)]
     found += [Finding("CREDENTIAL", s, e, text[s:e], True) for s, e in block_secrets(text)]
+    found += [Finding("CREDENTIAL", s, e, text[s:e], True) for s, e in prose_secrets(text)]
     offset = 0
     for line in text.splitlines(keepends=True):
         for plugin, kind in _plugins():

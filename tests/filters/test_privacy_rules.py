@@ -549,3 +549,97 @@ def test_prose_then_a_fenced_code_block_that_redaction_breaks_is_routed() -> Non
     decision = out.column("decisions").to_pylist()[0][-1]
     assert (decision["verdict"], decision["reason"]) == ("route", "redaction_breaks_code")
     assert stats.routed == 1
+
+
+# --- 9. code that names a secret without holding one; prose and multi-line passwords ------------
+
+CODE_NOT_SECRETS = [
+    "def set_password(self, raw_password):\n    self.password = make_password(raw_password)\n"
+    "    self._password = raw_password\n",
+    "password = raw_password\nuser.password = new_password\naccount.password = hashed_password\n",
+    "MAX_PASSWORD_LENGTH = 128\nTOKEN_EXPIRY_SECONDS = 3600\nPASSWORD_RESET_TIMEOUT = 259200\n"
+    "LOGIN_ATTEMPTS_MAX = 5\nSESSION_TOKEN_TTL = 86400\n",
+    "DATABASE_URL=postgresql://USER:PASSWORD@HOST:5432/DBNAME",
+    'def test_login(client, user_password):\n    resp = client.post("/login", data={"password": user_password})\n',
+    "Keep your password to yourself, and change it every 90 days.",
+    "The password is stored as a hash; see the docs for version 2.4.1 details.",
+]
+
+
+@pytest.mark.parametrize("text", CODE_NOT_SECRETS)
+def test_a_variable_or_setting_named_as_a_secret_is_not_one(text: str) -> None:
+    assert redact_text(text) == (text, {})
+
+
+def test_only_the_quoted_value_goes_not_the_variable_that_holds_it() -> None:
+    v = _pw(14)
+    text = f'val dbPassword = "{v}"\nval cfg = Config(password = dbPassword)\npassword = dbPassword\n'
+    cleaned, _ = redact_text(text)
+    assert v not in cleaned and cleaned.count("password = dbPassword") == 2, cleaned
+
+
+PROSE: dict[str, Callable[[], tuple[str, str]]] = {
+    "js-fallback": lambda: (v := _s(40), f"const JWT_SECRET = process.env.JWT_SECRET || '{v}';"),
+    "python-or-fallback": lambda: (
+        v := _s(40),
+        f'JWT_SECRET = os.environ.get("JWT_SECRET") or "{v}"',
+    ),
+    "k8s-env": lambda: (
+        v := _pw(),
+        f'      env:\n        - name: DB_PASSWORD\n          value: "{v}"\n',
+    ),
+    "changed-to": lambda: (v := _pw(), f"I changed the admin password to {v} after the audit."),
+    "pw-colon": lambda: (v := _pw(16), f"login: yusuf.novak / pw: {v}"),
+    "no-punctuation": lambda: (v := _pw(), f"use username admin password {v} for the router page"),
+    "german": lambda: (v := _pw(), f"das Passwort für den Server lautet {v} – bitte nicht weitergeben."),
+    "spanish": lambda: (v := _pw(), f"La contraseña del correo es {v}, cámbiala cuando puedas."),
+    "credentials-are": lambda: (v := _pw(), f"The test box credentials are root/{v}, ssh on port 2222."),
+    "passcode": lambda: (v := _pw(), f"Please use the passcode {v} to enter the meeting."),
+    "set-it-to": lambda: (v := _pw(), f"When it asks for a master password, set it to {v} like before."),
+    "chat-reply": lambda: (v := _pw(), f"[10:42] anna: whats the pw for the drive\n[10:43] ben: {v}\n"),
+    "passphrase-above": lambda: (v := _pw(), f"passphrase for the above: {v}"),
+    "netrc-lines": lambda: (
+        v := _s(36),
+        f"machine api.heroku.com\n  login ci-bot\n  password {v}\n",
+    ),
+    "subscription-key-header": lambda: (v := _s(32, HEX), f'curl -H "Ocp-Apim-Subscription-Key: {v}" url'),
+    "wp-salt": lambda: (
+        v := _s(20) + " ]m3[Nw{k;TJQ)}is9=&;*]n{4 0" + _s(10),
+        f"define( 'NONCE_SALT', '{v}' );\ndefine( 'WP_DEBUG', false );",
+    ),
+    "refresh-token-parens": lambda: (v := "1//0" + _s(60, ALNUM + "_-"), f"(refresh_token={v})"),
+    "npm-legacy-auth": lambda: (v := _s(28, B64), f"_auth={v}\nalways-auth=true\n"),
+    "sdk-client-key": lambda: (
+        v := "eX" + _s(38),
+        f'co = cohere.Client("{v}")\nprint(co.chat(message="hi"))',
+    ),
+    "smtp-url-user-with-at": lambda: (
+        v := _pw(),
+        f"EMAIL_URL=smtp+tls://mailer@gmail.com:{v}@smtp.acme.com:587",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(PROSE))
+def test_fallbacks_prose_and_multiline_passwords_are_redacted(name: str) -> None:
+    _seeded(name)
+    value, text = PROSE[name]()
+    cleaned, counts = redact_text(text)
+    assert value not in cleaned and counts, (text, cleaned)
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("email=ci@orange.fr\n", "email="),
+        ("user=liamoka@fastmail.com\n", "user="),
+        (
+            f"https://app.acme.io/cb#access_token={'Ab12Cd34Ef56Gh78'}&token_type=bearer&expires_in=3600",
+            "&token_type=bearer&expires_in=3600",
+        ),
+        ("define( 'AUTH_KEY', 'put your unique phrase here' );", "put your unique phrase here"),
+    ],
+)
+def test_the_name_and_what_follows_a_value_stay(text: str, kept: str) -> None:
+    cleaned, _ = redact_text(text)
+    assert kept in cleaned, cleaned

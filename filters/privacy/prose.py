@@ -1,0 +1,88 @@
+"""Passwords written in prose or spread over lines, which the one-line rules of credentials.py do
+not see (each because a planted value went through to a stored row):
+
+- a password after a phrase that names one: "changed the admin password to X", "pw: X",
+  "username admin password X for", "the passcode X", "passphrase for the above: X", German
+  "Passwort ... lautet X", Spanish "contraseña ... es X", "credentials are root/X";
+- a chat line ``name: X`` right after another's chat line that mentions a password;
+- a ``.netrc`` entry over lines (``machine`` / ``login`` / ``password``);
+- a Kubernetes env list's ``- name: DB_PASSWORD`` then ``value: "X"`` (also ``{"name": ..., "value": ...}``).
+
+A prose value must look like a password (:func:`looks_like_password`): 8-64 characters, no space,
+a letter and a digit, and a symbol or both cases; words, versions and names are left alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from ptfactory.filters.privacy.credentials import _NAME, credible, holds_secret, not_a_secret
+
+__all__ = ["looks_like_password", "prose_secrets"]
+
+_WORD = r"(?:passw(?:or)?d|passwort|passcode|passphrase|pw|pwd|contraseña|senha|wachtwoord|mot de passe)"
+_VALUE = r"[\"'`]?(?P<value>[^\s\"'`]{8,80})"
+_PROSE = tuple(
+    re.compile(rule, re.IGNORECASE)
+    for rule in (
+        # "password ... to|is|lautet|es X", "passphrase for the above: X"
+        r"(?<![\w-])"
+        + _WORD
+        + r"\b(?:,?\s+[\w'’-]+){0,8}?(?:,?\s+(?:to|is|was|are|lautet|ist|es|est|é|será)\s+|\s*:\s*)"
+        + _VALUE,
+        # "password X", "the passcode X"
+        r"(?<![\w-])" + _WORD + r"\s+" + _VALUE,
+        # "credentials are root/X", "login is admin:X"
+        r"\b(?:credentials?|login|creds)\b[^\n.]{0,30}?\s(?:are|is|:)\s*[\w.@-]{1,40}[/:]" + _VALUE,
+    )
+)
+_MENTION = re.compile(r"(?i)(?<![\w-])" + _WORD + r"\b")
+_CHAT = re.compile(r"^(?:\[[^\]\n]{1,20}\]\s*)?[\w .-]{1,30}:\s*(?P<value>\S{8,64})\s*$")
+_SPEAKER = re.compile(r"^(?:\[[^\]\n]{1,20}\]\s*)?[\w .-]{1,30}:\s")  # a chat line: [10:42] anna: ...
+_NETRC = re.compile(
+    r"^\s*machine\s+\S+\s*\n(?:\s*(?:login|account|port)\s+\S+\s*\n){0,3}\s*password\s+(?P<value>\S+)",
+    re.MULTILINE,
+)
+_ENV = re.compile(
+    r"[\"']?name[\"']?\s*:\s*[\"']?" + _NAME + r"[\"']?\s*,?\s*\n?\s*[\"']?value[\"']?\s*:\s*[\"']?"
+    r"(?P<value>[^\s\"']+)",
+    re.IGNORECASE,
+)
+
+
+def looks_like_password(value: str) -> bool:
+    """8-64 characters, no space, a letter and a digit, and a symbol or both cases."""
+    if not 8 <= len(value) <= 64 or " " in value or not_a_secret(value) or "://" in value:
+        return False
+    letter, digit = re.search(r"[A-Za-z]", value), re.search(r"\d", value)
+    mixed = re.search(r"[a-z]", value) and re.search(r"[A-Z]", value)
+    symbol = re.search(r"[^\w]", value.rstrip(".,;:!?)"))
+    return bool(letter and digit and (mixed or symbol)) and not re.fullmatch(r"v?\d+(?:\.\w+)+", value)
+
+
+def _trim(value: str) -> str:
+    return value.rstrip(".,;:!?)")
+
+
+def prose_secrets(text: str) -> Iterator[tuple[int, int]]:
+    """Where the values of the forms above stand in ``text``."""
+    for rule in _PROSE:
+        for m in rule.finditer(text):
+            value = _trim(m.group("value"))
+            if looks_like_password(value):
+                yield m.start("value"), m.start("value") + len(value)
+    lines = text.splitlines(keepends=True)
+    offset = 0
+    for i, line in enumerate(lines):
+        chat = _CHAT.match(line.rstrip("\r\n"))
+        asked = i and _SPEAKER.match(lines[i - 1]) and _MENTION.search(lines[i - 1])
+        if chat and asked and looks_like_password(_trim(chat.group("value"))):
+            yield offset + chat.start("value"), offset + chat.start("value") + len(_trim(chat.group("value")))
+        offset += len(line)
+    for m in _NETRC.finditer(text):
+        if credible(m.group("value"), "password"):
+            yield m.span("value")
+    for m in _ENV.finditer(text):
+        if holds_secret(m.group("name")) and credible(m.group("value"), m.group("name")):
+            yield m.span("value")
