@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 from collections.abc import Iterable
 
 from ptfactory.errors import SeedError
 from ptfactory.filters.execution.solutions import entry_name
 
-__all__ = ["called_entry", "check_code_fields"]
+__all__ = ["called_entry", "called_function", "check_code_fields", "needs_entry"]
 
 
 def called_entry(tests: str | None) -> str | None:
@@ -53,6 +54,25 @@ def called_entry(tests: str | None) -> str | None:
     ]
     anywhere = _called(checked) - own
     return anywhere.pop() if len(anywhere) == 1 else None
+
+
+def called_function(tests: str | None, code: str) -> str | None:
+    """Of the names the tests' asserts call (``Pair(...)`` and ``max_chain_length(...)``), the
+    last one ``code`` (the reply's) defines as a function; None when there is none."""
+    try:
+        tree = ast.parse(tests or "")
+    except SyntaxError:
+        return None
+    called = _called(n.test for n in ast.walk(tree) if isinstance(n, ast.Assert))
+    defined = re.findall(r"^(?:async\s+)?def\s+(\w+)\s*\(", code, re.M)
+    hits = [name for name in defined if name in called]
+    return hits[-1] if hits else None
+
+
+def needs_entry(tests: str | None) -> bool:
+    """The tests define HumanEval's ``check(candidate)``: only they need an entry point to call
+    (asserts, test functions and TestCases call what they test themselves)."""
+    return bool(re.search(r"^\s*def\s+check\s*\(", tests or "", re.M))
 
 
 def _called(tests: Iterable[ast.AST]) -> set[str]:

@@ -16,8 +16,10 @@ Where the text is, in this order:
 A row is a code row when the table's ``kind`` column says so, or, without one, when it has
 tests (``tests``/``entry_point`` columns, or the columns named by ``tests_column``/
 ``entry_point_column``); a row with tests but no entry point takes the one function its tests
-call, else the one function its reply defines, else the last one its prompt's stub defines, else
-it is an error naming the flag. A row with tests is always run: a ``scores.execution`` recorded
+call, else the last function its reply defines that the asserts call (``Pair(...)`` and
+``max_chain_length(...)``), else the one function its reply defines, else the last one its
+prompt's stub defines; else, for tests that define ``check(candidate)``, it is an error naming
+the flag (other tests call what they test: the row stays, its code verifier not applicable). A row with tests is always run: a ``scores.execution`` recorded
 in the input table is never trusted for it. What the verifiers check against: ``reference_column``
 (a reference answer: ``18``, or a worked solution ending ``#### 18``), a sample-schema
 ``reference`` struct, and the tests. Every row is taken as a model's output (judges are weighed
@@ -38,9 +40,9 @@ import pyarrow.compute as pc
 
 from ptfactory.annotators.judges.panel import Panel, PanelReport
 from ptfactory.errors import UserInputError
-from ptfactory.filters.execution.programs import infer_entry_point
+from ptfactory.filters.execution.programs import code_blocks, infer_entry_point
 from ptfactory.filters.verify import verifier_inputs
-from ptfactory.generators.seed_tests import called_entry
+from ptfactory.generators.seed_tests import called_entry, called_function, needs_entry
 from ptfactory.storage.schema import from_records, prompt_of, sample_id
 
 __all__ = ["AGGREGATES", "PAIRS", "ColumnError", "Columns", "detect_columns", "judge_rows", "score_table"]
@@ -181,15 +183,22 @@ def judge_rows(
         if tests and not entry and kinds[i] in (None, "code"):
             # tests given without the function they call: the code verifier needs it (the one
             # function the tests call, else the one the reply defines)
-            entry = called_entry(tests) or infer_entry_point(prompt_of(messages), messages[-1]["content"])
-            if entry is None:
+            reply = messages[-1]["content"]
+            entry = (
+                called_entry(tests)
+                or called_function(tests, "\n".join(code_blocks(reply)) or reply)
+                or infer_entry_point(prompt_of(messages), reply)
+            )
+            if entry is None and needs_entry(tests):  # check(candidate) needs the function to call
                 raise UserInputError(
                     f"row {i} has tests but no entry point (the function its tests call), its tests "
                     "do not call exactly one function and its reply does not define exactly one; "
                     "pass --entry-point-column COLUMN "
                     "or give the table an `entry_point` column"
                 )
-        kind = kinds[i] or ("code" if tests and entry else "sft")
+        # tests that call what they test need no entry point: the row stays code (its verifier
+        # says not_applicable) and the rest of the table is judged
+        kind = kinds[i] or ("code" if tests else "sft")
         if kind not in ("sft", "code"):
             raise UserInputError(f"row {i} has kind {kind!r}; judges score sft and code rows")
         rows.append(

@@ -20,15 +20,21 @@ are left out) and doctest examples (each one assertion). Tests that only define 
 calls fail with "no test ran"; tests that run but check nothing report ``no_assertions``.
 
 The solution loads as the module ``solution`` (its ``if __name__ == "__main__":`` block does not
-run; tests may ``from solution import f``), less its top-level statements that call ``input()``
-or a function of its own that does (no input here: EOFError). An entry point defined only as a
-method of a solution's class is called on an instance. The sandbox has no pytest: pytest-style
-tests get a stand-in module with ``raises`` and ``approx``.
+run; tests may ``from solution import f``), less its top-level statements that read stdin
+(``input()``, ``sys.stdin``, ``open(0)``) or call a function of its own that does (no input here),
+with the typing names LeetCode's stubs use unimported (``List``, ``Optional``) given first. The
+tests get its names less dunders (``__builtins__``) and those that shadow a builtin (a solution's
+``abs`` or ``set``), the entry point excepted. An entry point defined only as a method of a
+solution's class is called on an instance. The sandbox has no pytest: pytest-style tests get a
+stand-in module with ``raises``, ``approx``, ``param`` and ``mark.parametrize`` (one test per
+parameter set); another pytest feature (``fixture``) abstains (``unsupported:pytest.NAME``).
 
 Against a solution that games the count: program.py is deleted before the solution loads (it
 cannot read the tests or the nonce), the harness binds what it uses first, the tests run as a
 fresh ``__main__``, and a snapshot of ``builtins`` and of the modules the tests import (their
-classes too) fails a solution that rebinds one (``math.isclose``, ``TestCase.assertFalse``). The
+classes, the functions' ``__code__``, the pytest stand-in's classes) fails a solution that rebinds
+one (``math.isclose``, ``TestCase.assertFalse``, ``approx.__eq__``); what the tests assign
+themselves (``builtins.input = ...``) is left out of it. The
 solution still runs in this process: the sandbox bounds what code can do, not its honesty.
 """
 
@@ -37,14 +43,15 @@ from __future__ import annotations
 # Only built-in modules: every job starts a fresh interpreter, and `ast` and `typing` (what this
 # file used before) were about 15 ms of CPU per job, half of a typical job's cost in the sandbox.
 import _ast
+import builtins
 import os
 import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are its globals there
-    from ptfactory.filters.execution.harness_pytest import _pytest_shim
+    from ptfactory.filters.execution.harness_pytest import _changed, _pytest_shim, _snapshot, _unsupported
     from ptfactory.filters.execution.harness_units import (
-        _changed,
+        _assigned,
         _count_doctests,
         _forget_program,
         _humaneval_check,
@@ -52,12 +59,14 @@ if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are 
         _method_entry,
         _missing,
         _note_missing,
+        _own_names,
         _preload,
-        _snapshot,
         _test_cases,
         _test_classes,
         _test_functions,
+        _typing_names,
         _without_runners,
+        _without_stdin_demo,
     )
 
 ASSERTIONS_MARK = "@ptf-assertions"
@@ -66,6 +75,7 @@ _counts = [0, 0]  # passed, evaluated
 # taken before any untrusted code runs: a solution that rebinds builtins.bool, print or os._exit
 # changes nothing here
 _write, _leave, _bool, _isinstance, _type = os.write, os._exit, bool, isinstance, type
+_BUILTIN_NAMES = frozenset(vars(builtins))
 
 
 class _Raised:
@@ -226,52 +236,6 @@ def _rewrite(node: _ast.AST, expecting: bool = False) -> int:
     return found
 
 
-def _nodes(node: _ast.AST) -> list[_ast.AST]:
-    """``node`` and every node under it (the ``ast`` module's walk, which this file does not import)."""
-    found, todo = [], [node]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        for field in current._fields:
-            value = getattr(current, field, None)
-            if isinstance(value, _ast.AST):
-                todo.append(value)
-            elif isinstance(value, list):
-                todo.extend(v for v in value if isinstance(v, _ast.AST))
-    return found
-
-
-def _reads_stdin(node: _ast.AST, readers: set[str] | frozenset[str] = frozenset()) -> bool:
-    """A statement that calls ``input()`` or one of ``readers`` (the solution's functions that do;
-    with no input it can only raise EOFError; a read of ``sys.stdin`` gets an empty text and may be
-    harmless, so it stays)."""
-    return any(
-        isinstance(n, _ast.Call)
-        and isinstance(n.func, _ast.Name)
-        and (n.func.id == "input" or n.func.id in readers)
-        for n in _nodes(node)
-    )
-
-
-def _without_stdin_demo(tree: _ast.Module) -> _ast.Module:
-    """The solution less its top-level statements that call ``input()``, or call one of its
-    functions that does (``main()`` reading ``n``): a reply's demo after the function the tests call.
-    There is no input here, so such a line can only raise EOFError; definitions that read it are
-    kept (called, they fail)."""
-    defines = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)
-    functions = {n.name: n for n in tree.body if isinstance(n, _ast.FunctionDef | _ast.AsyncFunctionDef)}
-    readers: set[str] = set()
-    grew = True
-    while grew:  # the functions that read input, or call one that does
-        grew = False
-        for name, function in functions.items():
-            if name not in readers and _reads_stdin(function, readers):
-                readers.add(name)
-                grew = True
-    tree.body = [n for n in tree.body if isinstance(n, defines) or not _reads_stdin(n, readers)]
-    return tree
-
-
 class _Tampered(Exception):
     """The solution changed something the tests lean on."""
 
@@ -317,7 +281,8 @@ def run(solution: str, tests: str, entry_point: str | None, nonce: str = "") -> 
         _preload(modules)
         if "doctest" in sys.modules:
             _count_doctests()
-        taken = _snapshot(modules)
+        assigned = _assigned(tree)  # what the tests change themselves is not the solution's doing
+        taken = [entry for entry in _snapshot(modules) if entry[1] not in assigned]
         # The tests run as the module ``__main__`` (doctest.testmod() finds their docstrings), with
         # the solution's names, as they would in its file; the harness's own module is out of reach.
         main = type(sys)("__main__")
@@ -333,11 +298,12 @@ def run(solution: str, tests: str, entry_point: str | None, nonce: str = "") -> 
         if not isinstance(parsed, _ast.Module):  # what "exec" mode always parses to
             raise TypeError(f"solution parsed to {type(parsed).__name__}")
         _without_runners(parsed)  # a reply's own unittest.main() would exit before the tests
+        _typing_names(parsed, module.__dict__)
         exec(compile(_without_stdin_demo(parsed), "solution.py", "exec", dont_inherit=True), module.__dict__)
         changed = _changed(taken)
         if changed:
             raise _Tampered(changed)
-        namespace.update(module.__dict__)
+        namespace.update(_own_names(module.__dict__, _BUILTIN_NAMES, entry_point))
         namespace.update(__name__="__main__", _ptf_count=_ptf_count, _ptf_raised=_ptf_raised, _ptf_eq=_ptf_eq)
         _method_entry(namespace, entry_point)
         exec(code, namespace)
@@ -375,6 +341,8 @@ def run(solution: str, tests: str, entry_point: str | None, nonce: str = "") -> 
     why = ""
     if _missing and not (ok and passed == total):
         why = f" missing_module:{_missing[0]}"
+    elif _unsupported and not (ok and 0 < total == passed):
+        why = f" unsupported:{_unsupported[0]}"
     elif ok and total == 0:
         why = " no_assertions"
     try:

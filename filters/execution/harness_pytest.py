@@ -1,8 +1,11 @@
-"""The pytest stand-in of the execution harness (stdlib only; Python 3.11; never imported on the
-host): the sandbox image has no pytest, so tests that ``import pytest`` get a module with ``raises``
-(a context, or ``raises(E, func, *args)``) and ``approx`` (numbers, sequences, dicts; pytest's
-tolerance rules). :mod:`ptfactory.filters.execution.programs` sends this file's source into the
-sandbox with ``harness_units.py`` and ``harness.py`` as one ``program.py``."""
+"""The pytest stand-in of the execution harness and its snapshot (stdlib only; Python 3.11; never
+imported on the host): the sandbox image has no pytest, so tests that ``import pytest`` get a module
+with ``raises`` (a context, or ``raises(E, func, *args)``), ``approx`` (numbers, sequences, dicts;
+pytest's tolerance rules), ``param`` and ``mark.parametrize``; another pytest name (``fixture``,
+``mark.skip``) makes the run abstain (``unsupported:pytest.NAME``). The snapshot catches a solution
+rebinding what the tests use (``builtins.bool``, ``math.isclose``, a ``TestCase`` method or its
+``__code__``, the stand-in's classes). :mod:`ptfactory.filters.execution.programs` sends this
+file's source into the sandbox with ``harness_units.py`` and ``harness.py`` as one ``program.py``."""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are its globals there
+    from typing import Any
+
     from ptfactory.filters.execution.harness import _ptf_count
 
 
@@ -110,14 +115,132 @@ class _Approx:
         return f"approx({self.expected!r})"
 
 
+_unsupported: list[str] = []  # pytest features the stand-in lacks that the tests used
+
+
+class _Param(tuple):  # type: ignore[type-arg]
+    """``pytest.param(*values)``: one parameter set."""
+
+
+class _Mark:
+    """``@pytest.mark.parametrize(names, values)`` gives the test function its parameter sets (the
+    harness runs one test per set); ``skip``, ``skipif``, ``xfail`` and ``usefixtures`` make the run
+    abstain; other marks (``slow``, ``timeout``) change nothing."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        if self.name != "parametrize" and len(args) == 1 and callable(args[0]) and not kwargs:
+            return self._mark(args[0])  # a bare @pytest.mark.slow
+        return self._mark if self.name != "parametrize" else (lambda f: self._parametrize(f, *args))
+
+    def _mark(self, function: object) -> object:
+        if self.name in ("skip", "skipif", "xfail", "usefixtures"):
+            _unsupported.append(f"pytest.mark.{self.name}")
+        return function
+
+    @staticmethod
+    def _parametrize(function: object, argnames: object, values: object = (), *rest: object) -> object:
+        if isinstance(argnames, str):
+            argnames = [n.strip() for n in argnames.split(",") if n.strip()]
+        names: list[str] = list(argnames)  # type: ignore[call-overload]
+        sets: list[dict[str, object]] = []
+        value: Any
+        for value in values:  # type: ignore[attr-defined]
+            if len(names) == 1 and not (isinstance(value, _Param) and len(value) != 1):
+                sets.append({names[0]: value[0] if isinstance(value, _Param) else value})
+            else:
+                sets.append(dict(zip(names, value, strict=False)))
+        before = getattr(function, "_ptf_params", [{}])
+        function._ptf_params = [{**a, **b} for b in sets for a in before]  # type: ignore[attr-defined]
+        return function
+
+
+class _Marks:
+    def __getattr__(self, name: str) -> _Mark:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Mark(name)
+
+
+def _missing_feature(name: str) -> object:
+    """A pytest name the stand-in lacks (``fixture``, ``skip``...): the run abstains on it."""
+    if not name.startswith("_"):  # the harness's own probes (_ptf_params) are no test's
+        _unsupported.append(f"pytest.{name}")
+    raise AttributeError(f"the harness's pytest stand-in has no {name!r}")
+
+
 def _pytest_shim() -> None:
-    """A ``pytest`` module with ``raises`` and ``approx`` where pytest is not installed (the
-    sandbox image has none), so pytest-style tests that use them run instead of failing on the
-    import; tests that need more of pytest (fixtures, marks) fail as before."""
+    """A ``pytest`` module with ``raises``, ``approx``, ``param`` and ``mark`` (``parametrize``)
+    where pytest is not installed (the sandbox image has none), so pytest-style tests that use them
+    run instead of failing on the import; tests that need more of pytest (fixtures, skip marks)
+    abstain (``unsupported:pytest.NAME``)."""
     try:
         import pytest  # noqa: F401  # a real one wins
     except ImportError:
         module = type(sys)("pytest")
         module.raises = _raises  # type: ignore[attr-defined]
         module.approx = _Approx  # type: ignore[attr-defined]
+        module.param = lambda *values, **kwargs: _Param(values)  # type: ignore[attr-defined]
+        module.mark = _Marks()  # type: ignore[attr-defined]
+        setattr(module, "__getattr__", _missing_feature)  # noqa: B010 - PEP 562: pytest.fixture abstains
         sys.modules["pytest"] = module
+
+
+_SNAPSHOT_SKIP = frozenset({"sys", "__main__", "solution"})
+
+
+def _snapshot(modules: set[str]) -> list[tuple[object, str, object, str]]:
+    """What the tests lean on, taken before the solution loads: the attributes of ``builtins``, of
+    the modules the tests import (and their submodules) and of the classes those define (the pytest
+    stand-in's too), and the ``__code__`` of their functions (swapped in place, the function object
+    stays)."""
+    taken: list[tuple[object, str, object, str]] = []
+
+    def take(mapping: object, key: str, value: object, label: str) -> None:
+        taken.append((mapping, key, value, label))
+        code = getattr(value, "__code__", None) if type(value).__name__ == "function" else None
+        if code is not None:
+            taken.append((value, "__code__", code, f"{label}.__code__"))
+
+    def members(cls: type, label: str, every: bool = False) -> None:
+        for attr, member in list(vars(cls).items()):
+            if every or not attr.startswith("__") or attr in ("__eq__", "__ne__", "__bool__"):
+                take(vars(cls), attr, member, f"{label}.{attr}")
+
+    for name, module in list(sys.modules.items()):
+        top = name.split(".")[0]
+        if module is None or top in _SNAPSHOT_SKIP or not (name == "builtins" or top in modules):
+            continue
+        for key, value in list(vars(module).items()):
+            if key == "_" or (key.startswith("__") and key not in ("__import__", "__build_class__")):
+                continue
+            take(vars(module), key, value, f"{name}.{key}")
+            if isinstance(value, type) and str(getattr(value, "__module__", "")).split(".")[0] == top:
+                members(value, f"{name}.{key}")
+    if "pytest" in modules:  # the stand-in's classes live in program.py, not in a module "pytest"
+        for cls in (_RaisesContext, _Approx):
+            members(cls, f"pytest.{cls.__name__}", every=True)
+    return taken
+
+
+_ABSENT = object()
+
+
+def _changed(taken: list[tuple[object, str, object, str]], callables_only: bool = False) -> str | None:
+    """The first attribute of the snapshot that is no longer what it was, by name; None if none.
+    ``callables_only``: only functions and classes (after the tests ran, when a module's own state,
+    such as ``doctest.master``, has moved on)."""
+    moved = [
+        label
+        for mapping, key, value, label in taken
+        if not (callables_only and not callable(value) and key != "__code__")
+        and value is not None  # a module's state not yet set (doctest.master)
+        and not (isinstance(value, int) and not isinstance(value, bool))  # a counter a module keeps
+        and (
+            getattr(mapping, key, _ABSENT) if key == "__code__" else mapping.get(key, _ABSENT)  # type: ignore[attr-defined]
+        )
+        is not value
+    ]
+    return moved[0] if moved else None

@@ -2,9 +2,10 @@
 
 :mod:`ptfactory.filters.execution.programs` sends this file's source into the sandbox ahead of
 ``harness.py``'s, as one ``program.py``: the names here are that program's globals. What it holds:
-the runners of the tests' own units (pytest-style ``test*`` functions and ``Test*`` classes,
-``unittest.TestCase`` classes, doctest examples) and the snapshot that catches a solution rebinding what the tests use (``builtins.bool``,
-``math.isclose``, ``unittest.TestCase.assertFalse``).
+the runners of the tests' own units (pytest-style ``test*`` functions, parametrized too, and
+``Test*`` classes, ``unittest.TestCase`` classes, doctest examples) and how the solution is
+prepared: its stdin demo left out, LeetCode's typing names given, and the names it hands the tests
+(none that shadows a builtin, no dunder).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are its globals there
-    from ptfactory.filters.execution.harness import _from_tests, _nodes, _ptf_count, _ptf_raised, _Raised
+    from ptfactory.filters.execution.harness import _from_tests, _ptf_count, _ptf_raised, _Raised
 
 # third-party packages a reply may reasonably import that the sandbox image lacks: a run that
 # fails on one of these abstains (an environment limit), a made-up name still fails
@@ -126,6 +127,98 @@ def _note_missing(error: object) -> None:
         _missing.append(name.split(".")[0])
 
 
+def _nodes(node: _ast.AST) -> list[_ast.AST]:
+    """``node`` and every node under it (the ``ast`` module's walk, which this file does not import)."""
+    found, todo = [], [node]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for field in current._fields:
+            value = getattr(current, field, None)
+            if isinstance(value, _ast.AST):
+                todo.append(value)
+            elif isinstance(value, list):
+                todo.extend(v for v in value if isinstance(v, _ast.AST))
+    return found
+
+
+def _reads_stdin(node: _ast.AST, readers: set[str] | frozenset[str] = frozenset()) -> bool:
+    """A statement that reads stdin: calls ``input()``, ``open(0)`` or one of ``readers`` (the
+    solution's functions that do), or uses ``sys.stdin`` (``.read()``, ``.readline()``, ``for line
+    in sys.stdin``; ``stdin`` imported from sys). With no input it can only fail."""
+    for n in _nodes(node):
+        if isinstance(n, _ast.Call) and isinstance(n.func, _ast.Name):
+            if n.func.id == "input" or n.func.id in readers:
+                return True
+            if n.func.id == "open" and n.args and getattr(n.args[0], "value", None) == 0:
+                return True
+        if isinstance(n, _ast.Attribute) and n.attr == "stdin" and getattr(n.value, "id", "") == "sys":
+            return True
+        if isinstance(n, _ast.Name) and n.id == "stdin" and isinstance(n.ctx, _ast.Load):
+            return True
+    return False
+
+
+def _without_stdin_demo(tree: _ast.Module) -> _ast.Module:
+    """The solution less its top-level statements that read stdin, or call one of its functions
+    that does (``main()`` reading ``n``): a reply's demo after the function the tests call.
+    There is no input here, so such a line can only fail; definitions that read it are kept
+    (called, they fail)."""
+    defines = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef, _ast.Import, _ast.ImportFrom)
+    functions = {n.name: n for n in tree.body if isinstance(n, _ast.FunctionDef | _ast.AsyncFunctionDef)}
+    readers: set[str] = set()
+    grew = True
+    while grew:  # the functions that read input, or call one that does
+        grew = False
+        for name, function in functions.items():
+            if name not in readers and _reads_stdin(function, readers):
+                readers.add(name)
+                grew = True
+    tree.body = [n for n in tree.body if isinstance(n, defines) or not _reads_stdin(n, readers)]
+    return tree
+
+
+# typing's names LeetCode's stubs use without importing them (LeetCode imports typing for them)
+_TYPING = frozenset(
+    {
+        "List", "Dict", "Set", "FrozenSet", "Tuple", "Optional", "Union", "Any", "Callable", "Iterable",
+        "Iterator", "Generator", "Sequence", "Mapping", "MutableMapping", "Deque", "DefaultDict",
+        "OrderedDict", "Type",
+    }
+)  # fmt: skip
+
+
+def _typing_names(tree: _ast.Module, into: dict[str, object]) -> None:
+    """Put the typing names the solution uses into its module before it runs, as LeetCode does;
+    its own definitions and imports, run after, win."""
+    used = {n.id for n in _nodes(tree) if isinstance(n, _ast.Name)} & _TYPING
+    if used:
+        import typing
+
+        into.update({name: getattr(typing, name) for name in sorted(used) if hasattr(typing, name)})
+
+
+def _assigned(tree: _ast.Module) -> set[str]:
+    """The attribute names the tests themselves assign (``builtins.input = ...``,
+    ``setattr(m, "x", ...)``): the tests' own changes, not the solution's."""
+    found: set[str] = set()
+    for n in _nodes(tree):
+        targets = getattr(n, "targets", None) or [getattr(n, "target", None)]
+        if isinstance(n, _ast.Assign | _ast.AugAssign | _ast.AnnAssign):
+            found |= {t.attr for t in targets if isinstance(t, _ast.Attribute)}
+        if isinstance(n, _ast.Call) and getattr(n.func, "id", "") == "setattr" and len(n.args) > 1:
+            found.add(str(getattr(n.args[1], "value", "")))
+    return found
+
+
+def _own_names(
+    module: dict[str, object], builtin: set[str] | frozenset[str], entry: str | None
+) -> dict[str, object]:
+    """What the tests get from the solution: its names less dunders (``__builtins__``) and those
+    that shadow a builtin (a solution's ``abs`` or ``set``), the entry point itself excepted."""
+    return {k: v for k, v in module.items() if not k.startswith("__") and (k not in builtin or k == entry)}
+
+
 def _is_test_case(value: object) -> bool:
     return isinstance(value, type) and any(
         c.__name__ == "TestCase" and c.__module__ == "unittest.case" for c in value.__mro__
@@ -138,14 +231,18 @@ def _bare(function: object, arguments: int) -> bool:
 
 
 def _test_functions(namespace: dict[str, object]) -> int:
-    """Call the tests' own ``test*`` functions that take no argument (pytest style), in order; one
-    that raises is a failed assertion at its ``def`` line. How many were called."""
+    """Call the tests' own ``test*`` functions that take no argument (pytest style), in order, or
+    once per parameter set of ``@pytest.mark.parametrize``; one that raises is a failed assertion at
+    its ``def`` line. How many were called."""
     called = 0
     for name, value in list(namespace.items()):
-        if name.startswith("test") and _from_tests(value) and _bare(value, 0):
+        params = getattr(value, "_ptf_params", None)
+        if not (name.startswith("test") and _from_tests(value) and (params or _bare(value, 0))):
+            continue
+        for arguments in params or [{}]:
             called += 1
             try:
-                value()  # type: ignore[operator]
+                value(**arguments)  # type: ignore[operator]
             except BaseException:
                 _ptf_count(_ptf_raised(), value.__code__.co_firstlineno)  # type: ignore[attr-defined]
     return called
@@ -273,43 +370,3 @@ def _count_doctests() -> None:
         return outcome
 
     doctest.DocTestRunner.run = run  # type: ignore[assignment,method-assign]
-
-
-_SNAPSHOT_SKIP = frozenset({"sys", "__main__", "solution"})
-
-
-def _snapshot(modules: set[str]) -> list[tuple[object, str, object, str]]:
-    """What the tests lean on, taken before the solution loads: the attributes of ``builtins``, of
-    the modules the tests import (and their submodules) and of the classes those define."""
-    taken: list[tuple[object, str, object, str]] = []
-    for name, module in list(sys.modules.items()):
-        top = name.split(".")[0]
-        if module is None or top in _SNAPSHOT_SKIP or not (name == "builtins" or top in modules):
-            continue
-        for key, value in list(vars(module).items()):
-            if key == "_" or key.startswith("__"):
-                continue
-            taken.append((vars(module), key, value, f"{name}.{key}"))
-            if isinstance(value, type) and str(getattr(value, "__module__", "")).split(".")[0] == top:
-                for attr, member in list(vars(value).items()):
-                    if not attr.startswith("__") or attr in ("__eq__", "__ne__", "__bool__"):
-                        taken.append((vars(value), attr, member, f"{name}.{key}.{attr}"))
-    return taken
-
-
-_ABSENT = object()
-
-
-def _changed(taken: list[tuple[object, str, object, str]], callables_only: bool = False) -> str | None:
-    """The first attribute of the snapshot that is no longer what it was, by name; None if none.
-    ``callables_only``: only functions and classes (after the tests ran, when a module's own state,
-    such as ``doctest.master``, has moved on)."""
-    moved = [
-        label
-        for mapping, key, value, label in taken
-        if not (callables_only and not callable(value))
-        and value is not None  # a module's state not yet set (doctest.master)
-        and not (isinstance(value, int) and not isinstance(value, bool))  # a counter a module keeps
-        and mapping.get(key, _ABSENT) is not value  # type: ignore[attr-defined]
-    ]
-    return moved[0] if moved else None

@@ -120,41 +120,93 @@ def _body_only(node: ast.stmt) -> bool:
     )
 
 
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def _unfenced(text: str) -> str:
+    """An unfenced reply's code: the whole text when it parses (a HumanEval completion), else the
+    longest run of lines that parses from its first top-level ``def``/``class``/import (the prose
+    before and after it left out: "Here is the function: ... It walks the list once.")."""
+    if _parses(text):
+        return text
+    lines = text.split("\n")
+    first = next(
+        (i for i, line in enumerate(lines) if re.match(r"(?:async\s+def|def|class|import|from|@)\s", line)),
+        None,
+    )
+    if first is None:
+        return text
+    for end in range(len(lines), first, -1):
+        code = "\n".join(lines[first:end]) + "\n"
+        if _parses(code):
+            return code
+    return text
+
+
+def _calls_own(node: ast.stmt, own: set[str]) -> bool:
+    """An assignment whose value calls one of the reply's own functions or classes: example usage
+    (``result = f(3)``), not a constant (``VOWELS = set("aeiou")``, ``PAT = re.compile(...)``)."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in own for n in ast.walk(node)
+    )
+
+
 def extract_solution(prompt: str, response: str, entry_point: str) -> str:
     """The code to test, from a model's reply or a HumanEval-style completion.
 
-    The LAST fenced block that defines ``entry_point`` wins (a corrected version follows a first
-    attempt); the imports, definitions and assignments of the reply's other blocks that it does
-    not define itself come before it (a helper or the imports in a block of their own), and before
-    those the prompt stub's imports and the helpers it defines in full (HumanEval/10's
-    ``is_palindrome``). ``from __future__`` imports go first. A reply that is only a function body
-    (a HumanEval completion) is appended to the prompt's stub, as HumanEval does. A block defines
-    the entry point with a ``def`` (``async`` too), a ``class`` or a top-level assignment.
+    All the reply's Python blocks, in order: the LAST block that defines ``entry_point`` whole,
+    and of the others their imports, definitions and assignments (not an assignment that calls the
+    reply's own functions, example usage; no bare expressions or prints), so a later block's
+    definition wins (a corrected helper in a block of its own) and an earlier block's imports stay
+    for a later fix. Before those the prompt stub's imports and the helpers it defines in full
+    (HumanEval/10's ``is_palindrome``). ``from __future__`` imports go first. A reply that is only a
+    function body (a HumanEval completion) is appended to the prompt's stub, as HumanEval does; an
+    unfenced reply with prose around its code gives its code lines. A block defines the entry
+    point with a ``def`` (``async`` too), a ``class`` or a top-level assignment.
     """
     entry_point = entry_name(entry_point) or ""
     response = response.replace("\r\n", "\n")
-    blocks = code_blocks(response) or [response]
+    blocks = code_blocks(response) or [_unfenced(response)]
     defines = _DEFINES.format(name=re.escape(entry_point))
     defining = [i for i, b in enumerate(blocks) if entry_point and re.search(defines, b, re.M)]
     if not defining:
         return _stub(prompt).rstrip("\n") + "\n" + blocks[0]
     chosen = blocks[defining[-1]]
-    own = set().union(*(_names(n) for n, _ in _parts(chosen)))
-    before: list[str] = []
-    taken = set(own)
-    for i, block in enumerate(blocks):
-        if i in defining:
+    parsed = [_parts(block) for block in blocks]
+    own = {
+        node.name
+        for parts in parsed
+        for node, _ in parts
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+    body: list[str] = []
+    taken: set[str] = set()
+    redefined = set().union(*(_names(n) for n, _ in parsed[defining[-1]]))
+    for i, parts in enumerate(parsed):
+        if i == defining[-1]:
+            body.append(chosen)
+            taken |= redefined
             continue
-        for node, text in _parts(block):
-            if isinstance(node, ast.Assign | ast.AnnAssign) and any(
-                isinstance(n, ast.Call) for n in ast.walk(node)
-            ):
-                continue  # a demo's `result = f(3)`: it would run before f is defined
+        for node, text in parts:
+            if _names(node) & {"solution", "pytest"} and isinstance(node, ast.Import | ast.ImportFrom):
+                continue  # a test block's imports (the sandbox has no pytest)
             if isinstance(node, ast.ImportFrom) and node.module == "solution":
                 continue
-            if not (_names(node) & taken) or isinstance(node, ast.Import | ast.ImportFrom):
-                taken |= _names(node)
-                before.append(text)
+            if isinstance(node, ast.Assign | ast.AnnAssign) and _calls_own(node, own):
+                continue  # a demo's `result = f(3)`
+            if (
+                i < defining[-1]
+                and _names(node) & redefined
+                and not isinstance(node, ast.Import | ast.ImportFrom)
+            ):
+                continue  # a first attempt the chosen block replaces
+            taken |= _names(node)
+            body.append(text)
     stub: list[str] = []
     for node, text in _parts(_stub(prompt)):
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -167,14 +219,15 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
         ):
             taken |= _names(node)
             stub.append(text)
-    if not stub and not before:
+    if not stub and len(body) == 1:
         return chosen
-    parts = [*stub, *before, chosen]
+    texts = [*stub, *body]
     future = [
-        line for part in parts for line in part.splitlines() if line.startswith("from __future__ import")
+        line for part in texts for line in part.splitlines() if line.startswith("from __future__ import")
     ]
-    rest = ["\n".join(line for line in part.splitlines() if line not in future) for part in parts]
-    return "\n".join([*dict.fromkeys(future), *rest]) + ("\n" if not chosen.endswith("\n") else "")
+    rest = ["\n".join(line for line in part.splitlines() if line not in future) for part in texts]
+    code = "\n".join([*dict.fromkeys(future), *rest])
+    return code if code.endswith("\n") else code + "\n"
 
 
 # a top-level function or class

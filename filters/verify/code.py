@@ -19,6 +19,9 @@ failed, the harness said                 abstain (``no_assertions``): the tests 
 failed, the harness said                 a well-known third-party package the sandbox image
 ``missing_module:NAME``                  lacks (numpy): abstain (``missing_module``) as a
                                          sandbox fault would, fail where ``infra_error="fail"``
+failed, the harness said                 a pytest feature the sandbox's stand-in lacks
+``unsupported:pytest.NAME``              (fixtures, skip marks): abstain
+                                         (``unsupported_test_feature``)
 =======================================  ====================================================
 
 A sandbox that cannot work at all raises :class:`~ptfactory.errors.SandboxError`: that is no row's
@@ -138,6 +141,8 @@ class CodeVerifier(Verifier):
         why = result.detail.removeprefix("abstain: ") if abstained else ""
         if why == "no_assertions":  # the tests ran but checked nothing: no verdict either way
             return self.abstain("no_assertions", **evidence)
+        if why.startswith("unsupported:"):  # a pytest feature the sandbox's stand-in lacks
+            return self.abstain("unsupported_test_feature", **evidence)
         if why.startswith("missing_module:") and self.infra_error == "abstain":
             return self.abstain("missing_module", **evidence)  # the image's limit, not the reply's
         if result.status == "passed":

@@ -146,3 +146,27 @@ def test_bad_tables_raise_one_line_user_errors(table: pa.Table, message: str) ->
     with pytest.raises(UserInputError, match=message) as caught:
         score_table(table, _panel())
     assert "\n" not in str(caught.value)
+
+
+def test_asserts_that_call_a_class_and_a_function_take_the_function() -> None:
+    """ho9 R13: MBPP's ``max_chain_length([Pair(5, 24), ...], 4)`` calls two names; the one the
+    reply defines as a function is the entry point, and a row with nothing to infer and no
+    ``check`` does not fail the table."""
+    from ptfactory.annotators.judges.standalone import judge_rows
+
+    reply = (
+        "```python\nclass Pair:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\n\n"
+        "def chain(arr, n):\n    return n\n```\n"
+    )
+    table = pa.table(
+        {
+            "prompt": ["Write chain.", "Write it."],
+            "response": [reply, "No code here."],
+            "tests": ["assert chain([Pair(1, 2)], 1) == 1\n", "assert one(1) == two(2)\n"],
+        }
+    )
+    first, second = judge_rows(table, detect_columns(table), tests_column="tests")
+    assert (first["kind"], first["entry_point"]) == ("code", "chain")
+    assert (second["kind"], second["entry_point"]) == ("code", None)
+    out, _ = score_table(table, _panel())  # the row without an entry point is judged, not an error
+    assert out.num_rows == 2

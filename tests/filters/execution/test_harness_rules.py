@@ -141,3 +141,56 @@ def test_test_shapes(sandbox: DockerSandbox) -> None:
     reasons = {name: v.reason for (name, _, _), v in zip(cases, verdicts, strict=True)}
     assert reasons["tests that only print"] == "no_assertions"
     assert reasons["numpy, which the image lacks"] == "missing_module"
+
+
+FAKE_IMPORT = (
+    "import builtins as _b\n\nclass _M:\n    def isclose(self, *a, **k):\n        return True\n\n"
+    "_real = _b.__import__\n\ndef _imp(name, *a, **k):\n    return _M() if name == 'math' else _real(name, *a, **k)\n\n"
+    "__builtins__ = dict(vars(_b), __import__=_imp)\n\ndef divide(a, b):\n    return 0\n"
+)
+CODE_SWAP = (
+    "import unittest\n\ndef _ok(self, first, second, msg=None):\n    pass\n\n"
+    "unittest.TestCase.assertEqual.__code__ = _ok.__code__\n" + WRONG
+)
+APPROX = "import pytest\n\ndef test_it():\n    assert divide(6, 3) == pytest.approx(2.0)\n"
+PARAMETRIZE = (
+    "import pytest\n\n@pytest.mark.parametrize('a,b,want', [(6, 3, 2), pytest.param(8, 2, 4)])\n"
+    "def test_divide(a, b, want):\n    assert divide(a, b) == want\n\n"
+    "@pytest.mark.parametrize('b', [1, 2])\n@pytest.mark.parametrize('a', [4])\ndef test_grid(a, b):\n"
+    "    assert divide(a, b) * b == a\n"
+)
+FIXTURE = "import pytest\n\n@pytest.fixture\ndef pair():\n    return (6, 3)\n\ndef test_it(pair):\n    assert divide(*pair) == 2\n"
+SETS_INPUT = (
+    "import builtins\nbuiltins.input = lambda *a: '6 3'\nassert divide(*map(int, input().split())) == 2\n"
+)
+STDIN_MAIN = "import sys\n\ndef main():\n    data = sys.stdin.read().split()\n    print(divide(int(data[0]), 2))\n\nmain()\n"
+STDIN_TOP = "import sys\nt = int(sys.stdin.readline())\nfor line in sys.stdin:\n    print(line)\n"
+TYPED = "class Solution:\n    def divide(self, a: int, b: int) -> Optional[float]:\n        return None if b == 0 else a / b\n"
+TYPED_FUTURE = "from __future__ import annotations\n\ndef divide(a: int, b: int) -> Optional[float]:\n    x: List[int] = []\n    return None if b == 0 else a / b + len(x)\n"
+
+
+def test_held_out_rules(sandbox: DockerSandbox) -> None:
+    """ho9's findings: the solution's names shadowing the tests' builtins (abs, set,
+    __builtins__), __code__ swapped in place, the pytest stand-in's classes patched, parametrize,
+    stdin read through sys.stdin, tests that set builtins.input, LeetCode's typing names."""
+    cases = [
+        ("shadows abs", row("def abs(x):\n    return 0\n" + WRONG, "assert abs(divide(6, 3) - 2.5) < 1e-9\n"), "fail"),
+        ("shadows set", row("set = lambda *a: frozenset()\n" + WRONG, "assert set([divide(6, 3)]) == set([2.5])\n"), "fail"),
+        ("__builtins__ with a fake __import__", row(FAKE_IMPORT, "import math\nassert math.isclose(divide(6, 3), 2)\n"), "fail"),
+        ("assertEqual.__code__ swapped", row(CODE_SWAP, UNITTEST_MAIN), "fail"),
+        ("approx.__eq__ patched", row("import pytest\npytest.approx.__eq__ = lambda s, o: True\n" + WRONG.replace("2", "0"), APPROX), "fail"),
+        ("raises.__exit__ patched", row("import pytest\ntype(pytest.raises(ValueError)).__exit__ = lambda *a: True\n" + RIGHT, APPROX), "fail"),
+        ("parametrize", row(RAISING, PARAMETRIZE), "pass"),
+        ("parametrize, wrong", row(OFF, PARAMETRIZE), "fail"),
+        ("a fixture: unsupported", row(RAISING, FIXTURE), "abstain"),
+        ("main() reading sys.stdin.read()", row(RIGHT + STDIN_MAIN, "assert divide(6, 3) == 2\n"), "pass"),
+        ("sys.stdin.readline() and a loop at the top level", row(RIGHT + STDIN_TOP, "assert divide(6, 3) == 2\n"), "pass"),
+        ("tests that set builtins.input", row(RIGHT, SETS_INPUT), "pass"),
+        ("LeetCode's Optional without an import", row(TYPED, CHECK, "Solution.divide"), "pass"),
+        ("typing names after from __future__", row(TYPED_FUTURE, CHECK), "pass"),
+    ]  # fmt: skip
+    verdicts = CodeVerifier(sandbox).verify_many([r for _, r, _ in cases])
+    got = {name: v.verdict for (name, _, _), v in zip(cases, verdicts, strict=True)}
+    assert got == {name: expected for name, _, expected in cases}
+    reasons = {name: v.reason for (name, _, _), v in zip(cases, verdicts, strict=True)}
+    assert reasons["a fixture: unsupported"] == "unsupported_test_feature"

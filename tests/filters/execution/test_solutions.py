@@ -67,3 +67,33 @@ def test_the_function_the_tests_call() -> None:
     assert (
         called_entry("def check(candidate):\n    assert candidate(1) == 2\n") is None
     )  # HumanEval: none named
+
+
+def test_every_block_counts_in_order() -> None:
+    """ho9 R06, R61, R34, R03: a fix block that redefines only a helper wins; a fix that relies on
+    the first block's import keeps it; a constant built with a call in its own block comes along
+    (a demo assignment that calls the reply's function does not); an unfenced reply's code is
+    taken without the prose around it."""
+    first = (
+        "```python\ndef _big(a, b):\n    return min(a, b)\n\ndef top(v):\n    return _big(v[0], v[1])\n```\n"
+    )
+    fix = "Fix the helper:\n```python\ndef _big(a, b):\n    return max(a, b)\n```\n"
+    code = extract_solution("Write top.", first + fix, "top")
+    assert code.index("min(a, b)") < code.index("def top") < code.index("max(a, b)")
+    imports = "```python\nfrom collections import Counter\n\ndef top(t):\n    return Counter(t)\n```\n"
+    fixed = "Better:\n```python\ndef top(t):\n    return sorted(Counter(t))\n```\n"
+    code = extract_solution("Write top.", imports + fixed, "top")
+    assert code.startswith("from collections import Counter") and code.count("def top") == 1
+    constant = "```python\nVOWELS = set('aeiou')\nPAT = re.compile('a')\n```\n"
+    usage = (
+        "```python\ndef count(s):\n    return len(VOWELS)\n```\n```python\nn = count('x')\nprint(n)\n```\n"
+    )
+    code = extract_solution("Write count.", constant + usage, "count")
+    assert "VOWELS = set('aeiou')" in code and "PAT = re.compile" in code
+    assert "n = count" not in code and "print(n)" not in code
+    test_block = (
+        "```python\nimport pytest\nfrom solution import count\n\ndef test_it():\n    assert count('a')\n```\n"
+    )
+    assert "import" not in extract_solution("Write count.", usage + test_block, "count")
+    prose = "Here is the completed function:\n\ndef inc(x):\n    return x + 1\n\nIt adds one to x.\n"
+    assert extract_solution("Write inc.", prose, "inc").strip() == INC.strip()
