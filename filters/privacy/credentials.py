@@ -57,11 +57,19 @@ _WRAP = r"(?:[bBrR]{1,2}(?=[\"'])|\[\]byte\(|bytes\(|Buffer\.from\()?"
 _ASSIGN = r"\\?[\"']?\s*(?P<sep>:=|=>|=(?!=)|:(?!:))\s*" + _WRAP + r"(?P<q>\\?[\"']?)"
 _RAW = r"(?P<value>[^\s\"'`,;<>]{1,300})"  # up to a delimiter; credible() decides
 _QUOTED = r"(?P<value>[^\s\"'`]{1,300})"
+# a type where a value would be: `password: string)`, `password: String?`, `api_key: &str` (code)
+_TYPE = re.compile(
+    r"&?(?:str|string|String|int|Int|integer|Integer|bool|Bool|boolean|Boolean|number|Number|any|Any|"
+    r"bytes|Bytes|char|Char|object|Object|Optional|Option|CharSequence|ByteArray|Text|unknown|void|None|"
+    r"(?:Secret|Password|Token|Credentials?|Key)(?:[A-Z]\w*)?)(?:<[^>]*>|\[[^\]]*\])?\??[)\]:,;={]*"
+)
 
 RULES = tuple(
     re.compile(rule, re.IGNORECASE | re.MULTILINE)
     for rule in (
         _NAME + _ASSIGN + _RAW,
+        # a typed declaration: const API_KEY: &str = "X"; API_KEY: str = "X"; password: str = "X")
+        _NAME + r"\s*:\s*[&\w<>\[\]?.| ]{1,40}?\s*=\s*" + _WRAP + r"(?P<q>[\"'])" + _QUOTED,
         # a fallback after the environment: process.env.JWT_SECRET || 'X', os.environ.get("X") or "X"
         _NAME + r"[\"']?\s*[)\]]?\s*(?:\|\||\?\?|\?:|\bor\b)\s*(?P<q>[\"'])" + _QUOTED,
         # a header named as a key or token: Ocp-Apim-Subscription-Key: X, X-Auth-Token: X
@@ -160,7 +168,7 @@ _PLACEHOLDER = re.compile(
     r"|your[_-]?\w*|my[_-]?(?:password|secret|token|key)\w*|example\w*|sample\w*|dummy\w*|placeholder\w*"
     r"|redacted|hidden|masked|none|null|nil|undefined|true|false|yes|no|required|optional|empty|string|"
     r"str|bytes|number|integer|int|boolean|bool|secret|secrets|password|passwords|passwort|passphrase|"
-    r"token|tokens|test|tests|testing|todo|tbd|fixme|foo|bar|foobar|default|value|n/a|na|unset|"
+    r"(?:test|fake|dummy|mock)[_-][\w-]*|token|tokens|test|tests|testing|todo|tbd|fixme|foo|bar|foobar|default|value|n/a|na|unset|"
     r"prompt|ask|stdin|env|environ)$"
 )
 _SAME_RUN = re.compile(r"(.)\1{5,}")
@@ -181,18 +189,25 @@ def not_a_secret(value: str) -> bool:
     return bool(_SAME_RUN.search(value)) or "example" in value.lower()
 
 
-def credible(value: str, name: str = "", *, as_data: bool = True, shortest: int = 6) -> bool:
+def credible(
+    value: str, name: str = "", *, as_data: bool = True, shortest: int = 6, literal: bool = False
+) -> bool:
     """Whether ``value``, written under the secret's name ``name``, can be a secret: see the module's
     notes. ``as_data``: written as data (quoted, after ``:``, a .env line) rather than a bare
     ``name = value`` in code, where a word is a variable. ``shortest``: a URL's password may be
-    shorter (``redis://:abc@host`` is plainly one)."""
+    shorter (``redis://:abc@host`` is plainly one). ``literal``: quoted or a .env line's value, so
+    never a type or an attribute (``"Ab3.cdEf9xQ"`` is a password, ``form.password.data`` code)."""
     value = value.strip()
+    if not literal and _TYPE.fullmatch(value):
+        return False
     if len(value) < shortest or _PLACEHOLDER.match(value) or not_a_secret(value):
+        return False
+    if re.fullmatch(r"![a-z_]+", value):  # a YAML tag: `db_password: !vault |`
         return False
     if value[0] in "$%{<([@&*" or "://" in value or _FILE.match(value) or _PATH.match(value):
         return False
     # a call or an index, cut at its quote (`input(`, `os.environ[`) or whole (`getpass()`): code
-    if _ATTRIBUTES.match(value) or value[-1] in "([)":
+    if (not literal and _ATTRIBUTES.match(value)) or value[-1] in "([)":
         return False
     # a variable named as a secret (raw_password, dbPassword, new_token): code, not its value
     identifier = re.fullmatch(r"[A-Za-z_]\w*", value) and re.search(r"(?i)" + _KEYWORDS, value)
@@ -249,7 +264,8 @@ def spans(line: str) -> Iterator[tuple[int, int]]:
             # written as data: quoted, after ":", or a .env line; `password = word` in code is a variable
             as_data = bool(groups.get("q")) or groups.get("sep") in (None, ":", "：", "=>")
             as_data = as_data and groups.get("code") is None
-            as_data = as_data or bool(re.match(r"\s*(?:export\s+)?[A-Za-z0-9_.-]+=\S", line))
+            env_line = bool(re.match(r"\s*(?:export\s+)?[A-Za-z0-9_.-]+=\S", line))
+            as_data = as_data or env_line
             if groups.get("sep") == "=" and not groups.get("q") and re.search(r"\s=", m.group(0)):
                 as_data = False
             shortest = 3 if groups.get("url") is not None else 6  # (?P<url>): a URL's password
@@ -257,7 +273,8 @@ def spans(line: str) -> Iterator[tuple[int, int]]:
             if groups.get("salt") is not None:  # a WordPress salt: any characters but plain words
                 if not re.fullmatch(r"[A-Za-z ]+", line[start:end]) and not not_a_secret(line[start:end]):
                     yield start, end
-            elif credible(line[start:end], name, as_data=as_data, shortest=shortest):
+            elif credible(line[start:end], name, as_data=as_data, shortest=shortest,
+                          literal=bool(groups.get("q")) or env_line):  # fmt: skip
                 yield start, end
 
 

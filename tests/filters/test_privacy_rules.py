@@ -643,3 +643,37 @@ def test_fallbacks_prose_and_multiline_passwords_are_redacted(name: str) -> None
 def test_the_name_and_what_follows_a_value_stay(text: str, kept: str) -> None:
     cleaned, _ = redact_text(text)
     assert kept in cleaned, cleaned
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "async hashPassword(password: string): Promise<string> {\n  return bcrypt.hash(password, 10);\n}",
+        "fun login(username: String, password: String): Boolean = check(username, password)",
+        "data class User(val password: String? = null)",
+        "def connect(password: str, token: Optional[str] = None) -> None: ...",
+        "db_password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n",
+        'def test_login(client):\n    client.post("/login", data={"password": "test-password"})',
+    ],
+)
+def test_a_type_a_yaml_tag_or_a_fake_fixture_is_no_secret(code: str) -> None:
+    """A parameter's type was taken for a password and `)` and `:` went with it: the code broke."""
+    assert redact_text(code)[0] == code
+
+
+@pytest.mark.parametrize(
+    ("template", "name"),
+    [
+        ('password = "{v}"', "dotted, quoted"),
+        ("DB_PASSWORD={v}", "dotted, .env"),
+        ('const SMTP_PASSWORD: &str = "{v}";', "Rust typed constant"),
+        ('export const API_TOKEN: string = "{v}";', "TypeScript typed constant"),
+        ('API_KEY: str = "{v}"', "Python annotated"),
+        ('def connect(host: str, password: str = "{v}"):', "annotated default"),
+    ],
+)
+def test_a_dotted_value_or_a_typed_declaration_is_redacted(template: str, name: str) -> None:
+    _seeded(name)
+    value = _s(5) + "." + _s(8)
+    text = template.format(v=value)
+    assert value not in redact_text(text)[0], text
