@@ -104,7 +104,7 @@ from ptfactory.filters.verify.spans import (
     balanced,
     last_math,
     normalize_answer,
-    number_value,
+    same_answer,
     strip_wrappers,
 )
 
@@ -204,13 +204,6 @@ def _stated_spans(text: str) -> list[tuple[str, str, int, int]]:
     return spans
 
 
-def _same(first: str, second: str) -> bool:
-    if first == second:
-        return True
-    one, two = number_value(first), number_value(second)
-    return one is not None and one == two
-
-
 def _final_marked(text: str, read: Callable[[str, str | None], str | None]) -> tuple[str, str] | None:
     """The reply's marked answer as ``read`` reads a span (a box's, a tag's or a ``####`` line's span
     comes with ``None``, a stated one with the text after it), and its rule: the last ``####`` line
@@ -230,9 +223,14 @@ def _final_marked(text: str, read: Callable[[str, str | None], str | None]) -> t
         if not found or not (answer := read(found[-1][0], None)):
             continue
         end = found[-1][1]
-        if answer != _AMBIGUOUS and concludes_otherwise(text[end:], answer, _same):
+        if answer != _AMBIGUOUS and concludes_otherwise(text[end:], answer):
             return _AMBIGUOUS, rule
-        if stated is not None and stated[1] >= end and answer != _AMBIGUOUS and not _same(stated[0], answer):
+        if (
+            stated is not None
+            and stated[1] >= end
+            and answer != _AMBIGUOUS
+            and not same_answer(stated[0], answer)
+        ):
             corrected = CORRECTION.search(text[end : stated[1] + 20])
             return (stated[0] if corrected else _AMBIGUOUS), "stated"
         return answer, rule
@@ -339,7 +337,7 @@ def extract(text: str | None, *, fallback: bool = True, like: str | None = None)
     for later_text in corrections(text):
         later = _extract(later_text, fallback, like)
         if later is not None:
-            return later if found is None or not _same(later.answer, found.answer) else found
+            return later if found is None or not same_answer(later.answer, found.answer) else found
     return found
 
 

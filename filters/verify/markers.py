@@ -6,9 +6,9 @@ answer."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
-from ptfactory.filters.verify.spans import NUMBER, normalize_answer, number_value, strip_wrappers
+from ptfactory.filters.verify.spans import NUMBER, normalize_answer, number_value, same_answer, strip_wrappers
 
 __all__ = ["CHECK_LINE", "CORRECTION", "after_thinking", "concludes_otherwise", "corrections", "hash_answer"]
 
@@ -57,13 +57,13 @@ def corrections(text: str) -> Iterator[str]:
         yield text[marker.end() :]
 
 
-def concludes_otherwise(after: str, answer: str, same: Callable[[str, str], bool]) -> bool:
+def concludes_otherwise(after: str, answer: str) -> bool:
     """Does the text after a marked numeric answer conclude with another number (the reply
     contradicts itself: no answer)?"""
     if number_value(answer) is None:
         return False
     for match in _CONCLUSION.finditer(after):
         numbers = NUMBER.findall(match.group(1))
-        if numbers and not any(same(normalize_answer(n) or n, answer) for n in numbers):
+        if numbers and not any(same_answer(normalize_answer(n) or n, answer) for n in numbers):
             return True
     return False

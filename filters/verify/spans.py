@@ -26,6 +26,7 @@ __all__ = [
     "last_math",
     "normalize_answer",
     "number_value",
+    "same_answer",
     "strip_wrappers",
 ]
 
@@ -245,3 +246,11 @@ def last_math(text: str) -> tuple[str, int] | None:
         return None
     body, end = max(spans, key=lambda span: span[1])
     return body.rsplit("=", 1)[-1].strip(), end
+
+
+def same_answer(first: str, second: str) -> bool:
+    """Two extracted answers that say the same: the same text, or the same number ("18", "18.0")."""
+    if first == second:
+        return True
+    one, two = number_value(first), number_value(second)
+    return one is not None and one == two
