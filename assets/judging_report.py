@@ -59,6 +59,8 @@ def report_metadata(report: PanelReport, recorded: int) -> dict[str, dg.Metadata
         # generator-produced rows a verifier passed / failed: what the weights were measured on
         "verifier_labelled_rows": dg.MetadataValue.text(f"{report.labelled[0]}+/{report.labelled[1]}-"),
         "self_abstained": dg.MetadataValue.json(report.self_abstained),
+        # per judge: rows it was not asked about once the batch's verified rows flagged it
+        "flagged_out": dg.MetadataValue.json(report.flagged_out),
         "judge_identity_resets": dg.MetadataValue.text(", ".join(sorted(report.resets)) or "none"),
         "calibration_batches_recorded": dg.MetadataValue.int(recorded),
     }

@@ -8,7 +8,10 @@ first: where a check exists it decides, and the judges earn their weight on the 
    vote (pass 10, fail 1; partial, no_answer and abstain no score) of weight 1.
 2. **Judges** (LLM, embedding) vote on every unverified row and on a bounded sample of the verified
    ones (``verified_sample``, generator-produced rows first), so they can be measured; a judge
-   abstains (``self``) on rows its own family wrote (annotators/judges/base.py).
+   abstains (``self``) on rows its own family wrote (annotators/judges/base.py). Each judge scores
+   the labelled generator-produced rows first: one whose AUC there is already under 0.55 has weight
+   0 on the batch whatever it says elsewhere, so it is not asked about the other rows (an
+   abstention, ``flagged_out``): no compute spent on votes that cannot count.
 3. **Weights** (annotators/judges/weights.py): each judge's AUC against the verifiers on the
    batch's labelled generator-produced rows, with its interval, gives its weight; too few labels:
    its persisted weight from the calibration store, or 0; AUC under 0.55: 0 and flagged. A judge
@@ -48,7 +51,7 @@ from ptfactory.annotators.judges.likelihood import LIKELIHOOD_METHODS
 from ptfactory.annotators.judges.report import PanelReport, krippendorff_alpha, self_preference_warning
 from ptfactory.annotators.judges.verifiers import VerifierSet, labels_of
 from ptfactory.annotators.judges.vote_columns import Aggregate, VoteColumns, aggregate, gc_paused
-from ptfactory.annotators.judges.weights import JudgeWeight, judge_weight, near_constant
+from ptfactory.annotators.judges.weights import MIN_AUC, JudgeWeight, judge_weight, near_constant
 from ptfactory.filters.verify import record_verdicts
 from ptfactory.storage.schema import add_decision, dropped_mask
 from ptfactory.storage.schema.trail import set_scores
@@ -69,6 +72,7 @@ __all__ = [
 
 STAGE = "judge"
 SAMPLED_OUT = "sampled_out"  # the method of a judge's abstention on a verified row beyond the sample
+FLAGGED_OUT = "flagged_out"  # ... on a row after the batch's labelled rows flagged the judge
 Progress = Callable[[int, int], None]
 
 
@@ -140,22 +144,70 @@ class Panel:
         keep = set(ranked[: self.verified_sample]) | set(np.flatnonzero(labels < 0).tolist())
         return sorted(keep)
 
-    def _judge_votes(self, rows: list[dict[str, Any]], progress: Progress | None) -> list[list[Vote]]:
-        """votes[judge][row], asked in chunks when ``progress`` is given (rows done after each)."""
+    def _judge_votes(
+        self,
+        rows: list[dict[str, Any]],
+        progress: Progress | None,
+        judges: list[Judge] | None = None,
+        done: int = 0,
+        total: int | None = None,
+    ) -> list[list[Vote]]:
+        """votes[judge][row] of ``judges`` (default all), asked in chunks when ``progress`` is given
+        (``done`` + rows done after each, of ``total``)."""
+        judges = self.judges if judges is None else judges
+        total = len(rows) if total is None else total
         step = 64 if progress is not None else max(1, len(rows))
-        by_judge: list[list[Vote]] = [[] for _ in self.judges]
+        by_judge: list[list[Vote]] = [[] for _ in judges]
         for start in range(0, len(rows), step):
             chunk = rows[start : start + step]
-            for j, judge in enumerate(self.judges):
+            for j, judge in enumerate(judges):
                 by_judge[j].extend(judge.judge(chunk))
             if progress is not None:
-                progress(min(start + step, len(rows)), len(rows))
-        for judge, votes in zip(self.judges, by_judge, strict=True):
+                progress(done + min(start + step, len(rows)), total)
+        for judge, votes in zip(judges, by_judge, strict=True):
             if len(votes) != len(rows):
                 raise ValueError(
                     f"every judge gives one vote per row: {len(rows)} rows, {judge.name} {len(votes)}"
                 )
         return by_judge
+
+    def _audited_votes(
+        self, rows: list[dict[str, Any]], truth: dict[int, bool], progress: Progress | None
+    ) -> list[list[Vote]]:
+        """votes[judge][row]: the labelled generator-produced rows first (``truth``: position in
+        ``rows`` -> the verifier passed it); a judge those rows flag (AUC under MIN_AUC on at least
+        MIN_PER_CLASS of each class: weight 0 on the batch, :func:`judge_weight`) abstains on the
+        others unasked (FLAGGED_OUT). The weight computed later from every vote is the same: the
+        labelled rows are all here."""
+        if not self.judges:  # verifiers alone: nothing to ask (and ``rows`` holds no columns)
+            return []
+        first = sorted(truth)
+        rest = [k for k in range(len(rows)) if k not in truth]
+        audit = self._judge_votes([rows[k] for k in first], progress, total=len(rows))
+        labels = np.array([truth[k] for k in first], bool)
+        asked: list[int] = []
+        out: list[list[Vote | None]] = []
+        for judge, votes in zip(self.judges, audit, strict=True):
+            scores = np.array([v.score if v.counts else np.nan for v in votes], np.float64)
+            persisted = self.store.persisted(judge.identity_key) if self.store is not None else None
+            measured = judge_weight(judge.name, scores, labels, persisted)
+            full: list[Vote | None] = [None] * len(rows)
+            for k, vote in zip(first, votes, strict=True):
+                full[k] = vote
+            if measured.flagged:
+                note = f"not asked: AUC {measured.auc:.2f} under {MIN_AUC} on this batch's verified rows"
+                for k in rest:
+                    full[k] = Vote(judge.name, judge.model, None, "abstain", note, method=FLAGGED_OUT)
+            else:
+                asked.append(len(out))
+            out.append(full)
+        later = self._judge_votes(
+            [rows[k] for k in rest], progress, [self.judges[j] for j in asked], len(first), len(rows)
+        )
+        for j, votes in zip(asked, later, strict=True):
+            for k, vote in zip(rest, votes, strict=True):
+                out[j][k] = vote
+        return [[vote for vote in full if vote is not None] for full in out]
 
     def judge_table(
         self,
@@ -183,7 +235,8 @@ class Panel:
         ids = table.column("sample_id").to_pylist()
         shown = self._shown([ids[i] for i in judged], labels, made)
         rows = self._rows(table, [judged[k] for k in shown])
-        by_judge = self._expand(self._judge_votes(rows, progress), shown, len(judged))
+        truth = {p: bool(labels[k] == 1) for p, k in enumerate(shown) if labels[k] >= 0 and made[k]}
+        by_judge = self._expand(self._audited_votes(rows, truth, progress), shown, len(judged))
         members = verifiers.votes(verdicts) + by_judge
         report = PanelReport(sampled_out=len(judged) - len(shown))
         if not judged:
@@ -311,6 +364,7 @@ class Panel:
             report.verdicts[name] = Counter(d.verdict for row in verdicts for d in row if d.verifier == name)
         for judge, votes in zip(self.judges, by_judge, strict=True):
             report.self_abstained[judge.name] = sum(1 for vote in votes if vote.method == SELF)
+            report.flagged_out[judge.name] = sum(1 for vote in votes if vote.method == FLAGGED_OUT)
         generators = {f for row in rows if (f := generator_family(row)) is not None}
         report.self_preference = self_preference_warning({j.name: j.family for j in self.judges}, generators)
         if self.store is not None:

@@ -45,6 +45,7 @@ class PanelReport:
     self_preference: str | None = None
     resets: dict[str, str] = field(default_factory=dict)  # judges whose identity changed: old key
     sampled_out: int = 0  # verifier-decided rows beyond the judges' sample (not shown to judges)
+    flagged_out: dict[str, int] = field(default_factory=dict)  # per judge: rows not asked once flagged
 
     @property
     def flagged(self) -> list[str]:
@@ -77,6 +78,7 @@ class PanelReport:
             "self_preference": self.self_preference,
             "resets": self.resets,
             "sampled_out": self.sampled_out,
+            "flagged_out": self.flagged_out,
         }
 
 

@@ -180,6 +180,46 @@ def test_two_independent_counted_votes_and_the_near_constant_judge_does_not_coun
     assert reasons == {"auto_accept"}
 
 
+def test_a_judge_the_batch_flags_is_not_asked_about_the_rest_and_nothing_else_changes() -> None:
+    """A judge that ranks wrong over right on the labelled generated rows (weight 0 on the batch
+    whatever it says elsewhere) is asked about those rows only: it abstains unasked
+    (``flagged_out``) on the unverified and the reference rows, while a judge that earns its weight
+    is asked about every row; the mean is what it was (a flagged judge's votes carry weight 0)."""
+
+    @dataclass
+    class Counting(Reader):
+        seen: int = 0
+
+        def _judge(self, rows: list[dict[str, Any]]) -> list[Vote]:
+            self.seen += len(rows)
+            return super()._judge(rows)
+
+    unverified = [_row(300 + i, "[good]" if i % 2 else "[bad]", "18", reference=None) for i in range(5)]
+    references = [_row(400 + i, "[good]", "18", model=None) for i in range(3)]
+    rows = _labelled(12) + unverified + references
+    liar, sense = Counting("liar", family="l", flip=True), Counting("sense", family="r")
+    judged, report = Panel([liar, sense], _answers()).judge_table(from_records(rows))
+    assert report.weights["liar"].flagged and report.weights["liar"].weight == 0.0
+    assert liar.seen == 12 and sense.seen == len(rows)  # the labelled rows, then no more
+    assert report.flagged_out == {"liar": len(unverified) + len(references), "sense": 0}
+    votes = {r["sample_id"]: r["scores"]["judges"] for r in judged.to_pylist()}
+    liar_vote = next(v for v in votes[unverified[0]["sample_id"]] if v["judge"] == "liar")
+    assert liar_vote["method"] == "flagged_out" and liar_vote["score"] is None
+    assert "under 0.55" in liar_vote["rationale"]
+
+    for row in unverified:  # the mean is the earned vote's, as when the flagged judge was asked
+        sense_vote = next(v for v in votes[row["sample_id"]] if v["judge"] == "sense")
+        assert judged.to_pylist()[rows.index(row)]["scores"]["judge_mean"] == sense_vote["score"]
+
+
+def test_a_panel_of_verifiers_alone_judges_a_batch() -> None:
+    """No LLM or embedding judge (``ptf judge --config`` with only the execution judge): the
+    verifiers decide, nothing is asked of judges that are not there."""
+    judged, report = Panel([], _answers()).judge_table(from_records(_labelled(12)))
+    verdicts = [r["scores"]["verifiers"][0]["verdict"] for r in judged.to_pylist()]
+    assert verdicts == ["pass", "fail"] * 6 and report.weights == {}
+
+
 @dataclass
 class Letters(Engine):
     """Prefers the first answer shown."""
