@@ -10,7 +10,15 @@ from collections.abc import Iterator
 
 from ptfactory.filters.verify.spans import NUMBER, normalize_answer, number_value, same_answer, strip_wrappers
 
-__all__ = ["CHECK_LINE", "CORRECTION", "after_thinking", "concludes_otherwise", "corrections", "hash_answer"]
+__all__ = [
+    "CHECK_LINE",
+    "CORRECTION",
+    "after_thinking",
+    "concludes_otherwise",
+    "corrections",
+    "hash_answer",
+    "without_closing",
+]
 
 # a correction after an answer: "The answer is B, no wait, it's C", "Wait, I made a mistake: ..."
 CORRECTION = re.compile(
@@ -27,6 +35,35 @@ CHECK_LINE = re.compile(r"^\W*(?:check|checking|verify|verification|double[- ]ch
 _CONCLUSION = re.compile(
     r"(?:^|[.!?\n]\s*)(?:so|therefore|thus|hence|in total|overall|in conclusion)\b([^.!?\n]*)", re.I
 )
+
+# a pleasantry that ends a reply: "Hope this helps!", "Let me know if you have questions (1-2
+# follow-ups welcome).", "So that's it - happy to go over the 2 steps again!": its numbers are no answer
+_CLOSER = re.compile(
+    r"^[\W_]*(?:(?:so|well|and|ok(?:ay)?)[\s,]+)?(?:let\s+me\s+know|(?:i\s+)?hope\s+(?:this|that|it|you)|thanks|thank\s+you"
+    r"|happy\s+to|glad\s+to|feel\s+free|good\s+luck|best\s+of\s+luck|have\s+a\s+(?:great|nice|good)|if\s+you\s+"
+    r"(?:have|need|want)|any\s+(?:other\s+|more\s+|further\s+)?questions|cheers|enjoy|that'?s\s+(?:it|all)"
+    r"|try\s+the\b|(?:a\s+)?(?:nice|fun|good|great)\s+(?:warm-?up|exercise|problem|one))"
+    r"|\bfollow-?ups?\b[^.!?\n]*\bwelcome\b",
+    re.I,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def without_closing(text: str) -> str:
+    """``text`` without the pleasantries that end it (:data:`_CLOSER`, sentence by sentence from the
+    end), so a number in "Good luck on test 3!" is not read as the answer."""
+    cuts = [0] + [m.end() for m in _SENTENCE_END.finditer(text)]
+    end = len(text)
+    for start in reversed(cuts):
+        sentence = text[start:end].strip()
+        if not sentence:
+            end = start
+            continue
+        # "Overall, a nice warm-up; try ...": a closer may open after a comma or a dash
+        if not any(_CLOSER.search(part) for part in re.split(r"[,;:\u2014\u2013-]\s+", sentence)[:2]):
+            break
+        end = start
+    return text[:end] if text[:end].strip() else text
 
 
 def hash_answer(span: str) -> bool:

@@ -214,7 +214,6 @@ def test_an_expected_letter_or_yes_no_reads_that_kind(
     [
         ("It is not Paris; it is Lyon.", "Paris"),  # a negation in the final sentence
         ("Amy is older than May.", "May"),  # a comparison names two
-        ("The capital of France is Paris. I hope that helps!", "Paris"),  # not the final sentence
         ("Yes and no.", "yes"),
         ("The answer is (B) or (C).", "B"),  # two letters: compares as the text it is, never B
     ],
@@ -222,3 +221,26 @@ def test_an_expected_letter_or_yes_no_reads_that_kind(
 def test_an_unsure_reply_of_a_kind_gives_no_such_answer(text: str, like: str) -> None:
     found = extract(text, like=like)
     assert found is None or found.answer not in ("paris", "may", "yes", "B")
+
+
+@pytest.mark.parametrize(
+    ("text", "like", "answer"),
+    [
+        (
+            "Subtract 3: 2x = 10, so x = 5.\n\nLet me know if you have questions (1-2 follow-ups welcome).",
+            None,
+            "5",
+        ),
+        ("So 18 muffins are left.\n\nHope this helps (ask 1-2 questions!)", None, "18"),
+        ("2x = 10, so x = 5.\n\nThanks! Happy to help with 2 more.", None, "5"),
+        ("4 + 6 = 10.\n\nGood luck on test 3!", None, "10"),
+        ("It gives $\\boxed{18}$.\n\nSo that's it - happy to go over any of the 2 steps again!", None, "18"),
+        ("24 - 6 = 18\n#### 18\n\nOverall, a nice warm-up; try the 3 bonus problems next.", None, "18"),
+        ("The capital of France is Paris. I hope that helps!", "Paris", "paris"),
+        ("So she has 18 apples. That's 18 in total.", None, "18"),  # a conclusion, no pleasantry
+    ],
+)
+def test_the_pleasantries_that_end_a_reply_are_no_answer(text: str, like: str | None, answer: str) -> None:
+    """A closing remark's numbers ("(1-2 follow-ups welcome)", "Good luck on test 3!") were read as
+    the answer by the last-number rule, or contradicted a box: a right reply failed."""
+    assert extract_answer(text, like=like) == answer
