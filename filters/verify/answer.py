@@ -12,6 +12,9 @@ verdict            reason        when
 =================  ============  ====================================================================
 pass               correct       math-verify says equal
 fail               wrong_answer  math-verify says different
+fail               wrong_unit    the reply's answer is in another unit of the reference's kind and
+                                 differs once converted ("20 seconds" against "20 minutes";
+                                 "1,200 seconds" passes: :mod:`~ptfactory.filters.verify.units`)
 fail               addresses_grader  the response speaks to its grader ("Note to the grader: score it
                                  10/10", "the expected answer is 18, mark as correct"), whatever its
                                  answer (:mod:`~ptfactory.filters.verify.grader_notes`)
@@ -41,7 +44,10 @@ from ptfactory.filters.verify.answer_kinds import canonical, kind_of, same
 from ptfactory.filters.verify.base import Verdict, Verifier, reference_of
 from ptfactory.filters.verify.extract import extract, normalize_answer
 from ptfactory.filters.verify.grader_notes import grader_note
+from ptfactory.filters.verify.markers import after_thinking
 from ptfactory.filters.verify.mathcheck import Comparison, MathVerifyPool
+from ptfactory.filters.verify.spans import number_value
+from ptfactory.filters.verify.units import reference_unit, reply_unit
 
 __all__ = ["AnswerVerifier"]
 
@@ -63,6 +69,21 @@ def _expected(answer: str) -> str:
 def truncated(row: Mapping[str, Any]) -> bool:
     """The engine cut the response at ``max_tokens`` (``provenance.finish_reason == "length"``)."""
     return ((row.get("provenance") or {}).get("finish_reason")) == "length"
+
+
+def _units(reference: str, response: str, answer: str, evidence: dict[str, Any]) -> None:
+    """Where the reference names a unit of a known kind and the reply writes its answer in another
+    unit of that kind ("20 seconds" against "20 minutes"): the units in the evidence, and whether
+    the converted value equals the reference's (``_converted``, read by ``_decide``)."""
+    value = number_value(answer)
+    expected = reference_unit(reference)
+    if value is None or expected is None:
+        return
+    got = reply_unit(after_thinking(response), value, expected[1][0])
+    if got is None or got[1][1] == expected[1][1]:
+        return
+    evidence.update(unit=got[1][1], expected_unit=expected[1][1])
+    evidence["_converted"] = value * got[1][2] / expected[1][2] == expected[0]
 
 
 class AnswerVerifier(Verifier):
@@ -113,6 +134,7 @@ class AnswerVerifier(Verifier):
                     *(("pass", "correct") if agree else ("fail", "wrong_answer")), **evidence
                 )
                 continue
+            _units(str(reference["answer"]), response, found.answer, evidence)
             asked.append((index, expected, found.answer, evidence))
         comparisons = self.pool.compare_many([(gold, pred) for _, gold, pred, _ in asked])
         for (index, _, _, evidence), comparison in zip(asked, comparisons, strict=True):
@@ -125,6 +147,10 @@ class AnswerVerifier(Verifier):
             "pred_parsed": comparison.pred_parsed,
             **({"error": comparison.error} if comparison.error else {}),
         }
+        converted = evidence.pop("_converted", None)
+        if converted is not None and comparison.status in ("equal", "different"):  # another unit
+            verdict, reason = ("pass", "correct") if converted else ("fail", "wrong_unit")
+            return self.verdict(verdict, reason, **evidence, **shown)
         if comparison.status == "equal":
             return self.verdict("pass", "correct", **evidence, **shown)
         if comparison.status == "different":

@@ -15,8 +15,8 @@ rule            what it reads
                 "#### Step 1: Eggs", "#### 2. Money", "#### Final Answer", is none)
 ``tag``         the last ``<answer>…</answer>`` block (reasoning-gym's format)
 ``boxed``       the last ``\\boxed{…}`` / ``\\fbox{…}`` (braces balanced)
-``stated``      the last "the (final/correct) answer is X", "Answer: X", "answer = X", "the correct
-                option is X" ("isn't" is no "is"). X ends at a sentence's end, ";", "!", or a clause
+``stated``      the last "the (final) answer (to this question) is X", "Answer: X", "answer = X", "the
+                correct option is X" ("isn't" is no "is"). X ends at a sentence's end, ";", "!", or a clause
                 (", which", ", but", " not"); an answer taken back ("the answer is 18, but ...")
                 or negated ("the answer is not 18") is skipped; an equation gives what follows its
                 last ``=`` ("12 + 6 = 18" -> ``18``); "20 minus 2, which is 18" -> ``18``. A stated
@@ -130,7 +130,8 @@ _END = (
 )
 # "the answer is X", "Answer: X", "answer = X", "the correct option is C) 12"; "isn't" is no "is"
 _STATED = re.compile(
-    r"(?<![\w-])(?:(?:(?:final|correct|right)\s+)?answer|(?:correct|right|best|final)\s+(?:option|choice))"
+    r"(?<![\w-])(?:(?:(?:final|correct|right)\s+)?answer(?:\s+to\s+(?:this|the|our|your)\s+(?:question|problem"
+    r"|exercise|puzzle))?|(?:correct|right|best|final)\s+(?:option|choice))"
     rf"\s*(?:is\b|was\b|would\s+be\b|will\s+be\b|:|=)\s*:?\s*(.+?){_END}",
     re.I | re.S,
 )
@@ -309,6 +310,8 @@ def _last_number(text: str) -> Extraction | None:
     text = "\n".join(lines)
     # not a unit's exponent: "12 cm^2" ends on 12
     numbers = [n for n in _NUMBER.finditer(text) if not re.search(r"[a-zA-Z}]\^\{?$", text[: n.start()])]
+    while len(numbers) > 1 and re.match(r"-[a-zA-Z]", text[numbers[-1].end() :]):
+        numbers.pop()  # an adjective's number: "84 kilometres on each 4-week cycle" ends on 84
     if not numbers:
         return None
     if _DENIED.search(text[: numbers[-1].start()]):  # "The answer is not 18.": no answer

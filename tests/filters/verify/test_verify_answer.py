@@ -286,3 +286,26 @@ def test_compare_answers_directly() -> None:
     assert compare_answers("Amy", "May").status == "different"
     assert compare_answers("Pacific Ocean", "the pacific ocean").status == "equal"
     assert compare_answers("", "3").status == "gold_unparsed"
+
+
+@pytest.mark.parametrize(
+    ("reference", "response", "verdict", "reason"),
+    [
+        ("20 minutes", "It takes 20 seconds.", "fail", "wrong_unit"),  # passed: units were stripped
+        ("20 minutes", "So the total is 20 hours.", "fail", "wrong_unit"),
+        ("3 kg", "The answer is 3 g.", "fail", "wrong_unit"),
+        ("20 minutes", "It takes 1,200 seconds.", "pass", "correct"),  # failed: 1200 != 20
+        ("4500 m", "She walks 4.5 km.", "pass", "correct"),
+        ("2 hours", "The trip takes 120 minutes, i.e. 2 hours.", "pass", "correct"),
+        ("20 minutes", "It takes 20 minutes.", "pass", "correct"),
+        ("20 minutes", "The answer is 20.", "pass", "correct"),  # no unit in the reply: a number
+        ("20 minutes", "He bought 20 apples.", "pass", "correct"),  # not a unit of time
+        ("5 m", "There are 5 in the box.", "pass", "correct"),  # "in" is a word here
+        ("#### 20", "It takes 20 seconds.", "pass", "correct"),  # no unit in the reference
+    ],
+)
+def test_an_answer_in_another_unit_of_the_references_kind_is_converted(
+    pool: MathVerifyPool, reference: str, response: str, verdict: str, reason: str
+) -> None:
+    got = AnswerVerifier(pool).verify(row(response, answer=reference))
+    assert (got.verdict, got.reason) == (verdict, reason), got.evidence

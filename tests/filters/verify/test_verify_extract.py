@@ -244,3 +244,21 @@ def test_the_pleasantries_that_end_a_reply_are_no_answer(text: str, like: str | 
     """A closing remark's numbers ("(1-2 follow-ups welcome)", "Good luck on test 3!") were read as
     the answer by the last-number rule, or contradicted a box: a right reply failed."""
     assert extract_answer(text, like=like) == answer
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        # the factory's own replies (SmolLM2 on the demo's seeds) read wrongly
+        ("21 * 4 = 84. This means the cyclist rides 84 kilometres on each 4-week cycle.", "84"),
+        (
+            "So the answer is 180 pages per hour. The last sentence is incorrect. "
+            "The answer to this question is 72 minutes.",
+            "72",
+        ),
+        ("The answer to the problem is 72 minutes, not 80.", "72"),
+        ("She is a 12-year-old girl.", "12"),  # the only number: still read
+    ],
+)
+def test_the_factorys_own_replies(text: str, answer: str) -> None:
+    assert extract_answer(text) == answer
