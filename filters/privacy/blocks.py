@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ptfactory.filters.privacy.credentials import _NAME, credible, holds_secret
+from ptfactory.filters.privacy.credentials import _NAME, _QUOTED, credible, holds_secret
 
 __all__ = ["block_secrets"]
 
@@ -31,7 +31,7 @@ _YAML_BLOCK = re.compile(
 )
 _CONNECT = re.compile(
     r"\(\s*[\"'](?:jdbc:|[a-z][a-z0-9+.-]*://)[^\"'\n]*[\"']\s*,\s*[\"'][^\"'\n]{1,64}[\"']\s*,\s*"
-    r"[\"'](?P<value>[^\s\"'`]{1,300})[\"']"
+    r"[\"']" + _QUOTED + r"[\"']"
 )
 _CELLS = re.compile(r"^\s*\|(.*)\|\s*$")
 

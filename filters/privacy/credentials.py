@@ -7,17 +7,20 @@ Each rule because a planted value went through to a stored row, or a clean value
 
 - A value assigned to a secret's name, quoted or not (``API_KEY=...`` in a .env, ``db_password:
   ...`` in YAML, ``"pass": "..."`` in JSON, ``<password>...</password>``, ``define('DB_PASSWORD',
-  '...')``, ``<add key="ApiKey" value="..."/>``). detect-secrets' keyword plugin reads a line as
-  the file type its name says and, for the Python we tell it, wants quotes.
+  '...')``, ``<add key="ApiKey" value="..."/>``, Spring's ``<property name="password" value="..."/>``
+  and ``<property name="hibernate.connection.password">...</property>``). detect-secrets' keyword
+  plugin reads a line as the file type its name says and, for the Python we tell it, wants quotes.
 - "the password is ...", "the secret (access) key is ...", the ``aws configure`` prompt
   (``AWS Secret Access Key [None]: ...``), ``Authorization: Basic|Token|ApiKey ...``, ``Bearer``,
-  a session cookie, an Azure SAS ``sig=``, a URL's password (also with an empty user,
-  ``redis://:PASSWORD@host``), a Go DSN ``user:PASSWORD@tcp(host)``, a .pgpass line.
-- Command lines: curl's ``-u user:PASSWORD``, .netrc's ``login NAME password PASSWORD``,
-  ``--password X``, ``--api-key X``, ``docker|az login ... -p X``, ``mysql ... -pX``, ``sshpass -p
-  X``, ``net use ... /user:U X``, ``htpasswd -b FILE USER X``, PowerShell's ``ConvertTo-SecureString
-  "X"``, SQL's ``IDENTIFIED BY 'X'``; a password passed to a login-like call
-  (``client.login("admin", "...")``, ``auth=("u", "...")``).
+  a session cookie (also curl's ``-b``/``--cookie``), an Azure SAS ``sig=``, a URL's password
+  (also with an empty user, ``redis://:PASSWORD@host``), a Go DSN ``user:PASSWORD@tcp(host)``, a
+  .pgpass line.
+- Command lines: curl's ``-u user:PASSWORD`` (httpie's ``-a``), .netrc's ``login NAME password
+  PASSWORD``, ``--password X``, ``--api-key X``, ``docker|az login ... -p X``, ``mysql ... -pX``,
+  ``sshpass -p X``, ``net use ... /user:U X``, ``htpasswd -b FILE USER X``, PowerShell's
+  ``ConvertTo-SecureString "X"``, SQL's ``IDENTIFIED BY 'X'``, Samba's ``-U 'DOM\\user%X'``,
+  Oracle's ``sqlplus user/X@db``; a password passed to a login-like call (``client.login("admin",
+  "...")``, ``auth=("u", "...")``).
 - Code: a secret handed to a setter (``setApiKey("X")``, ``.bearer_auth("X")``), an option's default
   (``add_argument("--app-password", default="X")``), a value wrapped as bytes (``b"X"``,
   ``[]byte("X")``), JSON escaped in a string (``\\"password\\":\\"X\\"``), a key-like query parameter
@@ -32,9 +35,9 @@ ends in what describes a secret rather than holds it (``private_key_path``, ``se
 a placeholder (``changeme``, ``<your-token>``, ``xxxxxx``, ``...EXAMPLE``), a variable
 (``$DB_PASSWORD``, ``${X}``), a call or attribute (``getpass.getpass()``, ``form.password.data``),
 a URL or a lower-case path or file name (``certs/server.key``; an AWS key that opens with ``/`` is
-mixed-case). A password may be letters or digits only where it is written as data (quoted, after
-``:``, or a .env line), not as ``password = variable`` in code; any other secret needs 8+
-characters with a letter and a digit.
+mixed-case), nor a call cut at its string's prefix (``sha256(b'abc')``). A password may be
+letters or digits only where it is written as data (quoted, after ``:``, or a .env line), not as
+``password = variable`` in code; any other secret needs 8+ characters with a letter and a digit.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-__all__ = ["RULES", "credible", "csv_secrets", "name_before", "not_a_secret", "spans"]
+__all__ = ["RULES", "credible", "csv_secrets", "name_before", "not_a_secret", "placeholder", "spans"]
 
 _PASSWORD = r"passw(?:or)?d|passwort|passphrase|passcode|pwd|(?<![A-Za-z0-9])pass(?![A-Za-z0-9])"
 _KEYWORDS = (
@@ -55,8 +58,10 @@ _NAME = r"(?<![A-Za-z0-9])(?P<name>[A-Za-z0-9_.-]*?(?:" + _KEYWORDS + r")(?:[_-]
 # (b"X", []byte("X"), Buffer.from("X"))
 _WRAP = r"(?:[bBrR]{1,2}(?=[\"'])|\[\]byte\(|bytes\(|Buffer\.from\()?"
 _ASSIGN = r"\\?[\"']?\s*(?P<sep>:=|=>|=(?!=)|:(?!:))\s*" + _WRAP + r"(?P<q>\\?[\"']?)"
-_RAW = r"(?P<value>[^\s\"'`,;<>]{1,300})"  # up to a delimiter; credible() decides
-_QUOTED = r"(?P<value>[^\s\"'`]{1,300})"
+# up to a delimiter, however far (a DER key or a session token in a .env line runs past 1,000
+# characters: a bound left its tail); credible() decides
+_RAW = r"(?P<value>[^\s\"'`,;<>]+)"
+_QUOTED = r"(?P<value>[^\s\"'`]+)"
 # a type where a value would be: `password: string)`, `password: String?`, `api_key: &str` (code)
 _TYPE = re.compile(
     r"&?(?:str|string|String|int|Int|integer|Integer|bool|Bool|boolean|Boolean|number|Number|any|Any|"
@@ -83,7 +88,13 @@ RULES = tuple(
         r"(?P<value>(?-i:(?=[\w-]*[a-z])(?=[\w-]*[A-Z])(?=[\w-]*\d))[\w-]{30,})[\"']\s*\)",
         # XML: <password>X</password>; .NET's <add key="DbPassword" value="X" />
         r"<(?P<name>[\w:.-]*(?:" + _KEYWORDS + r")[\w:.-]*)>\s*" + _RAW + r"\s*</",
-        r"\bkey\s*=\s*[\"']" + _NAME + r"[\"']\s+value\s*=\s*[\"']" + _QUOTED + r"[\"']",
+        # Spring's <property name="password" value="X"/>; <property name="...password">X</property>
+        r"\b(?:key|name)\s*=\s*[\"']" + _NAME + r"[\"']\s+value\s*=\s*[\"']" + _QUOTED + r"[\"']",
+        r"<(?:property|prop|entry|param|setting|add)\b[^<>]*?\b(?:name|key)\s*=\s*[\"']"
+        + _NAME
+        + r"[\"'][^<>]*?(?<!/)>\s*"
+        + _RAW
+        + r"\s*</",
         # a name string then its value: define('DB_PASSWORD', 'X'), setenv("API_TOKEN", "X"); in code,
         # where ("password", "username") is a tuple of names: (?P<code>)
         r"(?P<code>)[\"']" + _NAME + r"[\"']\s*,\s*[\"']" + _QUOTED + r"[\"']",
@@ -99,7 +110,9 @@ RULES = tuple(
         r"\b(?P<name>authorization)[\"']?\s*[:=,]\s*[\"']?(?:(?:basic|token|apikey|api-key|bearer|"
         r"digest|key|sso-key|ssws)\s+)?" + _RAW,
         r"\b(?P<name>bearer)\s+" + _RAW,
-        r"\bcookie\s*:[^\n]*?\b(?P<name>[\w.-]*(?:sess|sid|token|auth|jwt|remember)[\w.-]*)="
+        # a session cookie: Cookie: sessionid=X; curl -b 'sessionid=X; ...', --cookie "auth_token=X"
+        r"(?:\bcookie\s*:[^\n]*?|(?:^|\s)(?:(?-i:-b)|--cookie)[\s=]+[\"']?(?:[^\s\"';]+;\s*)*)"
+        r"\b(?P<name>[\w.-]*(?:sess|sid|token|auth|jwt|remember)[\w.-]*)="
         r"(?P<value>[^;\s\"']{16,})",
         r"[?&](?P<name>sig)=(?P<value>[A-Za-z0-9%+/=]{20,})",  # Azure SAS signature
         # URLs: scheme://user:PASSWORD@host (detect-secrets' rule takes none with !, $, & ...),
@@ -115,16 +128,24 @@ RULES = tuple(
         r"^\s*[\w.*-]+:(?:\d+|\*):[\w.*-]+:[\w.*@-]+:(?P<value>[^\s:][^\s]*)\s*$",
         # command lines: curl -u user:X, .netrc login NAME password X, --password X,
         # docker login ... -p X, mysql ... -pX, sshpass -p X
-        r"(?:^|\s)(?:-u|--user)[\s=][\"']?[^\s:\"']+:" + _RAW,
+        r"(?:^|\s)(?:-u|--user|--auth)[\s=][\"']?[^\s:\"']+:" + _RAW,
+        r"(?:^|\s)(?:https?|xh)(?=\s)[^\n|;&]*?\s(?-i:-a)[\s=][\"']?[^\s:\"']+:" + _RAW,  # httpie's -a user:X
         r"\blogin\s+\S+\s+(?P<name>password)\s+" + _RAW,
         r"(?:^|\s)--" + _NAME + r"[\s=](?P<q>[\"']?)" + _RAW,  # --password X, --api-key X
         r"\b(?:docker|podman|buildah|nerdctl|helm|skopeo|az)\b[^\n|;&]*?\blogin\b[^\n|;&]*?\s-p\s+"
         r"(?P<q>[\"']?)" + _RAW,
         r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]*?\s-p(?P<q>[\"']?)" + _RAW,
         r"\bsshpass\s+-p\s*(?P<q>[\"']?)" + _RAW,
-        # redis-cli -a X, ldapsearch -w X, sqlcmd -P X, mongosh -p X
-        r"\b(?:redis-cli|ldap(?:search|add|modify|delete|passwd|whoami)|sqlcmd|bcp|mongo|mongosh|mongodump|"
-        r"mongorestore|mongoexport|mongoimport)\b[^\n|;&]*?\s-[awPp]\s+(?P<q>[\"']?)" + _RAW,
+        # redis-cli -a X, ldapsearch -w X, sqlcmd -P X, mongosh -p X: each tool's own flag (redis-cli's
+        # and ldapsearch's -p is a port, and a match that stopped there missed the -a after it)
+        r"(?:\bredis-cli\b[^\n|;&]*?\s(?-i:-a)|\bldap(?:search|add|modify|delete|passwd|whoami)\b[^\n|;&]*?\s"
+        r"(?-i:-w)|\b(?:sqlcmd|bcp)\b[^\n|;&]*?\s(?-i:-P)|\bmongo(?:sh|dump|restore|export|import)?\b"
+        r"[^\n|;&]*?\s(?-i:-p))\s+(?P<q>[\"']?)" + _RAW,
+        # Samba's -U 'DOMAIN\user%X' (smbclient, rpcclient, net ...); Oracle's user/X@db (sqlplus ...)
+        r"\b(?:smbclient|rpcclient|smbcacls|smbget|smbmap|smbtree|net)\b[^\n|;&]*?\s(?:-U|--user(?:name)?)[\s=]"
+        r"[\"']?[^\s%\"']+%" + _RAW,
+        r"\b(?:sqlplus|sqlldr|expdp|impdp|rman|dgmgrl)\b(?:\s+(?:-\w+|target|catalog|auxiliary))*\s+(?:\w+=)?"
+        r"[\"']?[\w$#.]+/(?P<value>[^\s@/\"']+)(?=[@\s\"']|$)",
         # openssl's -passin pass:X, keytool's -storepass X / -keypass X
         r"(?:^|\s)-(?P<name>(?:store|key|src|dest|srcstore|deststore)?pass(?:in|out|word)?)\s+(?:pass:)?"
         r"(?!(?:env|file|fd):|stdin\b)(?P<q>[\"']?)" + _RAW,  # (env:VAR, file:PATH name where it is)
@@ -171,6 +192,7 @@ _PLACEHOLDER = re.compile(
     r"(?:test|fake|dummy|mock)[_-][\w-]*|token|tokens|test|tests|testing|todo|tbd|fixme|foo|bar|foobar|default|value|n/a|na|unset|"
     r"prompt|ask|stdin|env|environ)$"
 )
+_VARIABLE = re.compile(r"\$\w+|%\w+%")
 _SAME_RUN = re.compile(r"(.)\1{5,}")
 _FILE = re.compile(
     r"(?i)^[\w./~-]*\.(?:key|pem|crt|cer|der|p12|pfx|jks|json|ya?ml|toml|ini|cfg|conf|env|txt|html?|"
@@ -178,8 +200,16 @@ _FILE = re.compile(
 )
 _PATH = re.compile(r"^(?:~|\.{1,2})?/?(?:[a-z0-9_.-]+/)+[a-z0-9_.-]*$")  # lower-case segments
 _ATTRIBUTES = re.compile(r"^[A-Za-z_]\w{0,24}(?:\.[A-Za-z_]\w{0,24})+(?:\(.*)?$")
+_PREFIXED = re.compile(r"(?i)\((?:[bruf]|[br]{2}|[fr]{2})$")  # a string's prefix: b"", rb"", f"", u""
 _HEX = re.compile(r"^[0-9a-fA-F]{24,}$")
 _B64 = re.compile(r"^[A-Za-z0-9+/=_-]{20,}$")
+
+
+def placeholder(value: str) -> bool:
+    """What stands where a value would be, in code or in prose (credible() and prose.py's
+    looks_like_password() both ask): a placeholder (``changeme``, ``<NEW_PASSWORD_1>``,
+    ``${DB_PASSWORD_V2}``), a variable (``$DB_PASSWORD``, ``%DB_PASSWORD%``), a documentation value."""
+    return bool(_PLACEHOLDER.match(value) or _VARIABLE.fullmatch(value)) or not_a_secret(value)
 
 
 def not_a_secret(value: str) -> bool:
@@ -200,14 +230,15 @@ def credible(
     value = value.strip()
     if not literal and _TYPE.fullmatch(value):
         return False
-    if len(value) < shortest or _PLACEHOLDER.match(value) or not_a_secret(value):
+    if len(value) < shortest or placeholder(value):
         return False
     if re.fullmatch(r"![a-z_]+", value):  # a YAML tag: `db_password: !vault |`
         return False
     if value[0] in "$%{<([@&*" or "://" in value or _FILE.match(value) or _PATH.match(value):
         return False
-    # a call or an index, cut at its quote (`input(`, `os.environ[`) or whole (`getpass()`): code
-    if (not literal and _ATTRIBUTES.match(value)) or value[-1] in "([)":
+    # a call or an index, cut at its quote (`input(`, `os.environ[`), at its string's prefix
+    # (`sha256(b'abc')`, `b64encode(f"{user}")`) or whole (`getpass()`): code
+    if (not literal and _ATTRIBUTES.match(value)) or value[-1] in "([)" or _PREFIXED.search(value):
         return False
     # a variable named as a secret (raw_password, dbPassword, new_token): code, not its value
     identifier = re.fullmatch(r"[A-Za-z_]\w*", value) and re.search(r"(?i)" + _KEYWORDS, value)

@@ -22,14 +22,16 @@ Rules on top of the libraries, each because of a false redaction measured on ben
   is missed; a pattern for North-American and ``+``-international layouts adds those (its
   POSSIBLE leniency instead matched arithmetic and the digits of IP addresses).
 - An IPv6 address needs three hex groups: ``l[::3]`` and ``1::2`` are Python slices
-  (HumanEval/33, /37). Loopback and unspecified addresses (127.x, 0.0.0.0, ::1) are nobody's.
+  (HumanEval/33, /37). An address that belongs to nobody (loopback, link-local, multicast, a
+  netmask, a documentation range: addresses.py) is no personal data; a dotted quad, with or
+  without its /prefix, is no phone number.
 - Well-known test card numbers (Visa 4111 1111 1111 1111, Mastercard 5555 5555 5555 4444 ...) are
   not personal data anywhere.
 
 - A bare run of digits that passes the Luhn check is a card only beside card words ("card",
   "visa", "payment", "account" ...): a 13-digit timestamp, an order number or a snowflake id passes
-  one time in ten. A dotted quad after "version"/"build" or inside a longer dotted number (an SNMP
-  OID) is not an IP address.
+  one time in ten. A dotted quad after "version"/"build" (``__version__ = "4.2.0.1"``) or inside
+  a longer dotted number (an SNMP OID) is not an IP address.
 - personal_formats.py: lower-case IBANs, a labelled bare SSN, obfuscated e-mail addresses, a
   labelled date of birth.
 
@@ -55,6 +57,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ptfactory.filters.privacy.addresses import in_dotted_quad, nobodys
 from ptfactory.filters.privacy.blocks import block_secrets
 from ptfactory.filters.privacy.credentials import credible, csv_secrets, name_before, not_a_secret
 from ptfactory.filters.privacy.personal_formats import extra_personal
@@ -141,7 +144,9 @@ _NANP = (
 )
 _INTL = _EDGE_L + r"\+\d{1,3}[-. ]?\(?\d{1,4}\)?(?:[-. ]?\d{2,4}){2,4}" + _EXT + _EDGE_R
 _TRUNK = _EDGE_L + r"0\d{2,5}[ /-]\d{3,8}" + _EDGE_R  # national layouts with a trunk 0 (030 1234567)
-_VERSION_WORD = re.compile(r"(?i)(?:\bv|\bversion|\bver\.?|\bbuild|\brelease|\bfirmware|\brev\.?|\boid)\s*$")
+_VERSION_WORD = re.compile(  # also assigned: __version__ = "4.2.0.1", "version": "1.2.3.4"
+    r"(?i)(?:\bv|\bversion|\bver\.?|\bbuild|\brelease|\bfirmware|\brev\.?|\boid)\s*$|version_*[\"']?\s*[:=]\s*[\"']?$"
+)
 _CARD_WORDS = re.compile(
     r"(?i)card|credit|debit|visa|master|amex|american express|discover|maestro|diners|jcb|unionpay|"
     r"\bcc\b|cc_?n|\bpan\b|payment|charged|billing|cvv|account|acct|kreditkarte|karte|carte|tarjeta|cartão"
@@ -163,6 +168,8 @@ def _plausible(kind: str, value: str, text: str, start: int, end: int) -> bool:
     if kind == "PHONE_NUMBER":
         # a version after a product's slash (Chrome/124.0.6367.207) or a book number after ISBN
         if (before.endswith("/") and "." in value) or re.search(r"(?i)\bISBN(?:-1[03])?:?\s*$", before):
+            return False
+        if in_dotted_quad(text, start, end):  # an address or a network (203.0.113.0/24)
             return False
         if value.isdigit():  # a bare run: a phone number only where the words before say so
             return 10 <= len(value) <= 12 and bool(_PHONE_WORDS.search(before))
@@ -186,13 +193,12 @@ def _plausible(kind: str, value: str, text: str, start: int, end: int) -> bool:
             return False
         return not re.match(r":[\w~.-]+/", after)
     if kind == "IP_ADDRESS":
+        if nobodys(value):  # loopback, link-local, multicast, a netmask, documentation (addresses.py)
+            return False
         if ":" in value:
             return len(_HEX_GROUP.findall(value)) >= 3
         # a version (4.2.1.1, v10.0.19041.1) or a longer dotted number (an SNMP OID) is no address
-        if _VERSION_WORD.search(before) or re.match(r"\.\d", after) or re.search(r"\d\.$", before):
-            return False
-        # loopback, unspecified and the documentation ranges (RFC 5737) are nobody's
-        return not (value.startswith(("127.", "192.0.2.", "198.51.100.", "203.0.113.")) or value == "0.0.0.0")
+        return not (_VERSION_WORD.search(before) or re.match(r"\.\d", after) or re.search(r"\d\.$", before))
     if kind == "CREDIT_CARD":
         if re.sub(r"\D", "", value) in TEST_CARDS:
             return False

@@ -3,13 +3,15 @@ not see (each because a planted value went through to a stored row):
 
 - a password after a phrase that names one: "changed the admin password to X", "pw: X",
   "username admin password X for", "the passcode X", "passphrase for the above: X", German
-  "Passwort ... lautet X", Spanish "contraseña ... es X", "credentials are root/X";
+  "Passwort ... lautet X", Spanish "contraseña ... es X", "credentials are root/X", "Credentials:
+  admin / X", "my pass is X", a Wi-Fi network's "key: X";
 - a chat line ``name: X`` right after another's chat line that mentions a password;
 - a ``.netrc`` entry over lines (``machine`` / ``login`` / ``password``);
 - a Kubernetes env list's ``- name: DB_PASSWORD`` then ``value: "X"`` (also ``{"name": ..., "value": ...}``).
 
 A prose value must look like a password (:func:`looks_like_password`): 8-64 characters, no space,
-a letter and a digit, and a symbol or both cases; words, versions and names are left alone.
+a letter and a digit, and a symbol or both cases, and no placeholder; words, versions and names
+are left alone.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ptfactory.filters.privacy.credentials import _NAME, credible, holds_secret, not_a_secret
+from ptfactory.filters.privacy.credentials import _NAME, credible, holds_secret, placeholder
 
 __all__ = ["looks_like_password", "prose_secrets"]
 
@@ -33,8 +35,13 @@ _PROSE = tuple(
         + _VALUE,
         # "password X", "the passcode X"
         r"(?<![\w-])" + _WORD + r"\s+" + _VALUE,
-        # "credentials are root/X", "login is admin:X"
-        r"\b(?:credentials?|login|creds)\b[^\n.]{0,30}?\s(?:are|is|:)\s*[\w.@-]{1,40}[/:]" + _VALUE,
+        # "credentials are root/X", "login is admin:X", "Credentials: admin / X"
+        r"\b(?:credentials?|login|creds)\b[^\n.]{0,30}?(?:\s(?:are|is)|\s?:)\s*[\w.@-]{1,40}(?: ?/ ?|:)"
+        + _VALUE,
+        # "my pass is X" ("pass" alone is an English word: only "pass is|was", and a password's shape)
+        r"(?<![\w-])pass\s+(?:is|was)\s+" + _VALUE,
+        # "Guest Wi-Fi: ACME-Guest, key: X"
+        r"\b(?:wi-?fi|wlan|wpa2?|wireless)\b[^\n]{0,60}?\b(?:key|psk)\b\s*[:=]?\s*" + _VALUE,
     )
 )
 _MENTION = re.compile(r"(?i)(?<![\w-])" + _WORD + r"\b")
@@ -52,8 +59,9 @@ _ENV = re.compile(
 
 
 def looks_like_password(value: str) -> bool:
-    """8-64 characters, no space, a letter and a digit, and a symbol or both cases."""
-    if not 8 <= len(value) <= 64 or " " in value or not_a_secret(value) or "://" in value:
+    """8-64 characters, no space, a letter and a digit, and a symbol or both cases; not a
+    placeholder or a variable (``${DB_PASSWORD_V2}``, ``<NEW_PASSWORD_1>``: credentials.py's check)."""
+    if not 8 <= len(value) <= 64 or " " in value or placeholder(value) or "://" in value:
         return False
     letter, digit = re.search(r"[A-Za-z]", value), re.search(r"\d", value)
     mixed = re.search(r"[a-z]", value) and re.search(r"[A-Z]", value)

@@ -13,9 +13,9 @@ Each because a planted value went through to a stored row:
   Also: Stripe's ``sk_``/``rk_`` keys whole (its rule takes 24 characters of today's ~100) and
   ``whsec_`` secrets, Discord tokens with a longer last part, Slack ``xapp-``, DigitalOcean
   ``dop_v1_``, Vault ``hvs.``, Atlassian ``ATATT``, New Relic ``NRAK-``, Groq ``gsk_``,
-  Replicate ``r8_``, Bitbucket ``ATBB``, Postman ``PMAK-``, Mailgun ``key-``, an Azure AD client
-  secret (``...Q~...``), the token of a Discord or Teams webhook URL, and a Twilio auth token (32
-  hex digits) beside its ``AC`` account SID.
+  Replicate ``r8_``, Linear ``lin_api_``, Notion ``ntn_``, Bitbucket ``ATBB``, Postman ``PMAK-``,
+  Mailgun ``key-``, an Azure AD client secret (``...Q~...``), the token of a Discord or Teams
+  webhook URL, and a Twilio auth token (32 hex digits) beside its ``AC`` account SID.
 
 A value assigned to a secret's name, a password on a command line and the like are
 ``credentials.py``'s ``AssignedSecretDetector``.
@@ -57,6 +57,8 @@ class TokenFormatDetector(RegexBasedDetector):
         re.compile(r"\bNRAK-[A-Z0-9]{27}" + _END),  # New Relic user key
         re.compile(r"\bgsk_[A-Za-z0-9]{40,}" + _END),  # Groq
         re.compile(r"\br8_[A-Za-z0-9]{30,}" + _END),  # Replicate
+        re.compile(r"\blin_api_[A-Za-z0-9]{40,}" + _END),  # Linear
+        re.compile(r"\bntn_[A-Za-z0-9]{40,}" + _END),  # Notion
         # Discord bot token: detect-secrets wants exactly 27 characters in the last part and left
         # the tail of a longer one
         re.compile(r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,}" + _END),

@@ -677,3 +677,106 @@ def test_a_dotted_value_or_a_typed_declaration_is_redacted(template: str, name: 
     value = _s(5) + "." + _s(8)
     text = template.format(v=value)
     assert value not in redact_text(text)[0], text
+
+
+# --- 10. a second held-out probe: long values, prefixed string calls, more forms, nobody's addresses
+
+
+LONG: dict[str, Callable[[], tuple[str, str]]] = {
+    "der-key-env": lambda: (
+        v := "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + _s(1600, B64),
+        f"JWT_PRIVATE_KEY={v}\n",
+    ),
+    "base64-yaml": lambda: (v := "ewogICJ0eXBlIjog" + _s(2400, B64), f"env:\n  GOOGLE_CREDENTIALS: {v}\n"),
+    "session-token-313": lambda: (v := "FwoGZXIvYXdzE" + _s(300, B64), f"AWS_SESSION_TOKEN={v}\n"),
+    "quoted-400": lambda: (v := _s(400), f'client.setApiKey("{v}");'),
+}
+
+
+@pytest.mark.parametrize("name", list(LONG))
+def test_a_long_secret_value_is_replaced_through_its_end(name: str) -> None:
+    """The value rules stopped at 300 characters and left the tail of a longer key behind."""
+    _seeded(name)
+    _gone(*LONG[name]())
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "password_hash = sha256(b'abc').hexdigest()",
+        'auth_token = b64encode(f"{user}:{secret}".encode()).decode()',
+        'session_token = blake2b(b"%s:%d" % (uid, ts), digest_size=16).hexdigest()',
+        "api_key = normalise(rb'\\d+')",
+        'secret=hmac.new(B"k", msg).digest()',
+        'token = render(u"{0}", x)',
+    ],
+)
+def test_a_call_with_a_prefixed_string_argument_is_code_not_a_secret(code: str) -> None:
+    """`sha256(b` was read as a value cut at its quote: the code broke."""
+    assert redact_text(code) == (code, {})
+
+
+PROBE_FORMS: dict[str, Callable[[], tuple[str, str]]] = {
+    "redis-cli-port-then-a": lambda: (v := _pw(), f"redis-cli -h cache.acme.io -p 6379 -a '{v}' FLUSHALL"),
+    "ldapsearch-port-then-w": lambda: (v := _pw(), f"ldapsearch -h ldap01 -p 389 -D cn=admin -w {v}"),
+    "httpie-a": lambda: (v := _pw(), f"http -a ops:{v} GET https://grafana.acme.io/api/dashboards"),
+    "httpie-auth": lambda: (v := _pw(), f"https --auth ops:{v} api.acme.io/v1/me"),
+    "credentials-spaced-slash": lambda: (v := _pw(), f"Credentials: admin / {v}"),
+    "smbclient-U": lambda: (v := _pw(), f"smbclient //fs01/share -U 'CORP\\backup%{v}' -c 'ls'"),
+    "sqlplus": lambda: (v := _pw(), f"sqlplus scott/{v}@//db.acme.io:1521/ORCL @report.sql"),
+    "spring-xml-property": lambda: (
+        v := _pw(),
+        f'<bean id="ds">\n  <property name="username" value="app"/>\n  <property name="password" value="{v}"/>\n</bean>',
+    ),
+    "hibernate-property": lambda: (
+        v := _pw(),
+        f'<property name="hibernate.connection.password">{v}</property>',
+    ),
+    "chat-my-pass-is": lambda: (v := _pw(), f"[11:20] raj: fine, my pass is {v} just log in and fix it"),
+    "wifi-key": lambda: (v := _pw(), f"Guest Wi-Fi: ACME-Guest, key: {v}"),
+    "curl-b-cookie": lambda: (
+        v := _s(36),
+        f"curl -b 'sessionid={v}; csrftoken=abc' https://app.acme.io/admin/",
+    ),
+    "curl-cookie": lambda: (v := _s(36), f'curl --cookie "theme=dark; connect.sid={v}" https://app.acme.io/'),
+    "linear": lambda: (v := "lin_api_" + _s(40), f'LINEAR = "{v}"'),
+    "notion": lambda: (v := "ntn_" + _s(46, string.digits), f'new Client({{ auth: "{v}" }});'),
+}
+
+
+@pytest.mark.parametrize("name", list(PROBE_FORMS))
+def test_more_command_config_and_chat_forms_are_redacted(name: str) -> None:
+    _seeded(name)
+    _gone(*PROBE_FORMS[name]())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "If the tests pass, merge it; the pass is free for members.",
+        "My boarding pass is on my phone.",
+        "redis-cli -h cache.acme.io -p 6379 ping",
+        '<input type="password" name="password" value="{{ form.password }}"/>',
+        # placeholders in prose
+        "Set the password to ${DB_PASSWORD_V2} in your shell.",
+        "Then change the admin password to <NEW_PASSWORD_1> and restart.",
+        "Set the password to %DB_PASSWORD_2% on Windows.",
+        # addresses that belong to nobody
+        'ALLOWED = ["192.0.2.10", "198.51.100.7", "203.0.113.0/24"]',
+        'cidr_blocks = ["0.0.0.0/0"]',
+        "address 192.0.2.10 netmask 255.255.255.0 broadcast 255.255.255.255",
+        'r = requests.get("http://169.254.169.254/latest/meta-data/iam/security-credentials/")',
+        "mDNS uses 224.0.0.251 on port 5353; multicast is 224.0.0.0/4, ff02::fb on IPv6.",
+        "Use 2001:db8::1 and 2001:db8:85a3::8a2e:370:7334 in examples (2001:db8::/32).",
+        '__version__ = "4.2.0.1"\nVERSION = "10.0.19041.1"\n{"version": "1.2.3.4"}',
+    ],
+)
+def test_placeholders_english_pass_and_nobodys_addresses_are_left(text: str) -> None:
+    assert redact_text(text) == (text, {})
+
+
+def test_an_address_that_names_somebody_is_still_redacted() -> None:
+    cleaned, counts = redact_text(
+        "ssh from 10.20.30.40 and 81.2.69.160 (2a02:1810:4f2:7d00::1), mask 255.255.255.0"
+    )
+    assert counts == {"IP_ADDRESS": 3} and "255.255.255.0" in cleaned, cleaned
