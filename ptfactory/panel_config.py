@@ -122,8 +122,10 @@ def default_judges() -> list[JudgeSpec]:
     ]
 
 
-VerifierKind = Literal["code", "answer", "procedural", "constraints", "agent", "consistency"]
-_VERIFIERS: list[VerifierKind] = ["code", "answer", "procedural", "constraints", "agent", "consistency"]
+VerifierKind = Literal["code", "answer", "procedural", "constraints", "agent", "consistency", "grader_note"]
+_VERIFIERS: list[VerifierKind] = [
+    "code", "answer", "procedural", "constraints", "agent", "consistency", "grader_note"
+]  # fmt: skip
 
 
 class JudgingSection(Section):
@@ -134,7 +136,7 @@ class JudgingSection(Section):
             "the sandbox), answer (the final answer against a reference, math-verify), procedural "
             "(reasoning-gym scorers), constraints (IFEval checks), agent (the episode's check re-run), "
             "consistency (rows without a reference: sampled answers that mark different final "
-            "answers go to review)"
+            "answers go to review), grader_note (a reply that speaks to its grader goes to review)"
         ),
     )
     min_counted_share: float = Field(

@@ -49,6 +49,7 @@ EVIDENCE = {
     "constraints": "constraints",
     "agent": "episode_check",
     "consistency": "samples",
+    "grader_note": "reply_text",
 }
 
 

@@ -40,6 +40,7 @@ from ptfactory.filters.verify import (
     AnswerVerifier,
     CodeVerifier,
     ConstraintsVerifier,
+    GraderNoteCheck,
     ProceduralVerifier,
     Verdict,
     Verifier,
@@ -48,7 +49,7 @@ from ptfactory.filters.verify import (
 
 __all__ = ["FAIL_SCORE", "KINDS", "PASS_SCORE", "VerifierSet", "labels_of", "verdict_vote"]
 
-KINDS = ("code", "answer", "procedural", "constraints", "agent", "consistency")
+KINDS = ("code", "answer", "procedural", "constraints", "agent", "consistency", "grader_note")
 PASS_SCORE, FAIL_SCORE = 10.0, 1.0
 
 
@@ -139,6 +140,8 @@ class VerifierSet:
                 made.append(ProceduralVerifier(name=name))
             elif kind == "consistency":
                 made.append(ConsistencyCheck(name=name))
+            elif kind == "grader_note":
+                made.append(GraderNoteCheck(name=name))
             else:
                 made.append(ConstraintsVerifier(name=name))
         return made

@@ -106,6 +106,8 @@ def _verifier_line(verdict: dict[str, Any]) -> str:
         facts.append("failed: " + "; ".join(str(f) for f in failed[:10]))
     if verdict.get("kind") == "consistency" and ev.get("answers"):
         facts.append(f"the generator's {ev.get('samples')} samples marked the answers {ev['answers']}")
+    if ev.get("grader_note"):  # the reply speaks to its grader: the expert sees what it says
+        facts.append(f"the reply addresses its grader: {str(ev['grader_note'])[:_TAIL]!r}")
     if ev.get("check"):
         facts.append(f"check `{ev['check']}`")
     if ev.get("output_tail"):
@@ -113,7 +115,7 @@ def _verifier_line(verdict: dict[str, Any]) -> str:
     if (
         verdict.get("partial") is not None
         and verdict.get("verdict") != "pass"
-        and verdict.get("kind") != "consistency"
+        and verdict.get("kind") not in ("consistency", "grader_note")
     ):
         facts.append(f"part credit {verdict['partial']:.2f} (never a pass)")
     return head + "".join(f"\n  {f}" for f in facts)

@@ -41,6 +41,7 @@ module              holds
 ``procedural``      :class:`ProceduralVerifier`: reasoning-gym's scorers; the families, the deny-list
 ``constraints``     :class:`ConstraintsVerifier`: IFEval checks on ``reference.constraints``
 ``agent``           :class:`AgentVerifier`: the episode's final state re-checked in a fresh sandbox
+``grader_notes``    what a reply addresses to its grader; ``notes``: :class:`GraderNoteCheck` (review)
 ``inputs``          rows from other tables' columns (``ptf judge --reference-column`` ...)
 ``table``           :func:`verify_table` over an Arrow table, :func:`record_verdicts` into ``scores``
 ==================  ==========================================================================
@@ -66,6 +67,7 @@ from ptfactory.filters.verify.constraints import ConstraintsVerifier
 from ptfactory.filters.verify.extract import extract, extract_answer
 from ptfactory.filters.verify.inputs import reference_answer, reference_record, verifier_inputs
 from ptfactory.filters.verify.mathcheck import MathVerifyPool
+from ptfactory.filters.verify.notes import GraderNoteCheck
 from ptfactory.filters.verify.pool import WorkerPool
 from ptfactory.filters.verify.procedural import ProceduralVerifier
 from ptfactory.filters.verify.table import record_verdicts, verify_rows, verify_table
@@ -76,6 +78,7 @@ __all__ = [
     "AnswerVerifier",
     "CodeVerifier",
     "ConstraintsVerifier",
+    "GraderNoteCheck",
     "MathVerifyPool",
     "ProceduralVerifier",
     "Verdict",

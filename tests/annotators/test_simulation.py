@@ -100,9 +100,13 @@ def test_batch_weights_undo_a_shared_style_bias_the_equal_mean_falls_for() -> No
     assert report.weights["style-a"].flagged and report.weights["style-b"].flagged
     assert report.weights["sense-c"].weight > 0.3 and report.weights["sense-d"].weight > 0.3
 
+    # flagged on the verified rows, the style judges were not asked about the others
+    assert report.flagged_out["style-a"] == report.flagged_out["style-b"] == int((~verified).sum())
+    assert report.flagged_out["sense-c"] == 0
+
     scores = judged.column("scores").to_pylist()
-    panel = {j.name for j in judges}  # the verifier leaves a vote only on the rows it covers
-    votes = np.array([[v["score"] for v in s["judges"] if v["judge"] in panel] for s in scores])
+    # the panel of old: every judge asked about every row, the equal mean of their votes
+    votes = np.array([[v.score for v in judge.judge(rows)] for judge in judges], dtype=float).T
     equal, weighted = votes.mean(axis=1), np.array([s["judge_mean"] for s in scores])
     open_ = ~verified  # the rows no verifier covers: what the judges decide alone
     equal_auc = auc(equal[open_], right[open_])

@@ -64,6 +64,7 @@ def test_judge_scores_a_question_answer_file_outside_a_project(ptf: Ptf, outside
         "constraints",
         "agent",
         "consistency",
+        "grader_note",
     ]  # `execution`: the code verifier
     assert judged.column_names == [
         *_qa_table().column_names,
