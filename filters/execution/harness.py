@@ -15,26 +15,36 @@ assertion ran and every one held.
 Tests come in these shapes: HumanEval's ``check(candidate)`` (called with the entry point when the
 tests define it with one parameter and never call it themselves), MBPP's top-level asserts,
 pytest-style ``test*`` functions and ``class Test*`` methods (one that raises fails once, at its
-line), ``unittest.TestCase`` classes (each test method one assertion; ``unittest.main()`` calls
+line; the xunit hooks, defaults, ``mock.patch`` decorators and parametrize as pytest has them:
+``harness_xunit.py``; pytest's ``capsys``, ``tmp_path``, ``monkeypatch`` and the tests' own fixtures
+given: ``harness_fixtures.py``; one the harness cannot call, another fixture's argument, abstains
+unless another test failed), ``unittest.TestCase`` classes (each test method one assertion; ``unittest.main()`` calls
 are left out) and doctest examples (each one assertion). Tests that only define what nothing
-calls fail with "no test ran"; tests that run but check nothing report ``no_assertions``.
+calls fail with "no test ran"; tests that run but check nothing report ``no_assertions``. Tests
+that do not parse are read as their fences' code or as a doctest transcript, else abstain
+(``unsupported:tests_invalid``).
 
 The solution loads as the module ``solution`` (its ``if __name__ == "__main__":`` block does not
 run; tests may ``from solution import f``), less its top-level statements that read stdin
 (``input()``, ``sys.stdin``, ``open(0)``) or call a function of its own that does (no input here),
+and the later ones that use what those read,
 with the typing names LeetCode's stubs use unimported (``List``, ``Optional``) given first. The
 tests get its names less dunders (``__builtins__``) and those that shadow a builtin (a solution's
 ``abs`` or ``set``), the entry point excepted. An entry point defined only as a method of a
 solution's class is called on an instance. The sandbox has no pytest: pytest-style tests get a
-stand-in module with ``raises``, ``approx``, ``param`` and ``mark.parametrize`` (one test per
-parameter set); another pytest feature (``fixture``) abstains (``unsupported:pytest.NAME``).
+stand-in module with ``raises``, ``approx``, ``param``, ``mark.parametrize`` (one test per
+parameter set) and ``fixture``, the solution's own ``import pytest`` too; another pytest feature
+(``mark.skip``) abstains (``unsupported:pytest.NAME``).
 
 Against a solution that games the count: program.py is deleted before the solution loads (it
 cannot read the tests or the nonce), the harness binds what it uses first, the tests run as a
 fresh ``__main__``, and a snapshot of ``builtins`` and of the modules the tests import (their
 classes, the functions' ``__code__``, the pytest stand-in's classes) fails a solution that rebinds
 one (``math.isclose``, ``TestCase.assertFalse``, ``approx.__eq__``); what the tests assign
-themselves (``builtins.input = ...``) is left out of it. The
+themselves (``builtins.input = ...``) is left out of it. An always-equal answer (an object whose
+``__eq__`` holds against anything) fails every ``==``, ``!=`` and ``in`` of the tests and the
+assertions of their TestCases, and one returned by the solution's functions fails the run
+(``harness_honest.py``). The
 solution still runs in this process: the sandbox bounds what code can do, not its honesty.
 """
 
@@ -49,6 +59,14 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are its globals there
+    from ptfactory.filters.execution.harness_honest import (
+        _fakes,
+        _honest_comparisons,
+        _ptf_eq,
+        _ptf_in,
+        _ptf_ne,
+        _watch,
+    )
     from ptfactory.filters.execution.harness_pytest import _changed, _pytest_shim, _snapshot, _unsupported
     from ptfactory.filters.execution.harness_units import (
         _assigned,
@@ -61,13 +79,13 @@ if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are 
         _note_missing,
         _own_names,
         _preload,
-        _test_cases,
-        _test_classes,
-        _test_functions,
+        _stand_in_modules,
+        _tests_tree,
         _typing_names,
         _without_runners,
         _without_stdin_demo,
     )
+    from ptfactory.filters.execution.harness_xunit import _run_units, _unrunnable
 
 ASSERTIONS_MARK = "@ptf-assertions"
 
@@ -112,48 +130,6 @@ def _ptf_count(value: object, line: int) -> None:
         _write(2, f"tests.py:{line}: {why}\n".encode())
 
 
-class _Stranger:
-    """A fresh object: an honest ``__eq__`` never says it equals one."""
-
-
-def _counterfeit(value: object, depth: int = 0) -> bool:
-    """``value`` is, or holds, an object of a class the solution defined whose ``__eq__`` says it
-    equals anything (``_Stranger()`` too): an answer made to pass every ``==``."""
-    kind = _type(value)
-    if kind.__module__ == "solution":
-        try:
-            return kind.__eq__(value, _Stranger()) is True
-        except BaseException:
-            return False
-    if depth < 3 and kind in (list, tuple, set, frozenset, dict):
-        items = list(value.items() if kind is dict else value)[:1000]  # type: ignore[attr-defined,arg-type]
-        return any(_counterfeit(item, depth + 1) for item in items)
-    return False
-
-
-def _ptf_eq(left: object, right: object) -> object:
-    """``left == right`` in an assert, false when either side is a counterfeit answer."""
-    result = left == right
-    if result is True and (_counterfeit(left) or _counterfeit(right)):
-        return False
-    return result
-
-
-def _honest_equality(test: _ast.expr) -> _ast.expr:
-    """``a == b`` (one operator) anywhere in an assert's test becomes ``_ptf_eq(a, b)``."""
-    if isinstance(test, _ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], _ast.Eq):
-        call = _ast.Call(_ast.Name("_ptf_eq", _ast.Load()), [test.left, test.comparators[0]], [])
-        _locate(call, test)
-        test = call
-    for field in test._fields:
-        value = getattr(test, field, None)
-        if isinstance(value, list):
-            setattr(test, field, [_honest_equality(v) if isinstance(v, _ast.expr) else v for v in value])
-        elif isinstance(value, _ast.expr):
-            setattr(test, field, _honest_equality(value))
-    return test
-
-
 def _locate(node: _ast.AST, where: _ast.AST) -> None:
     """Give ``node`` and its children that have no position ``where``'s (what
     ``ast.copy_location`` and ``ast.fix_missing_locations`` did)."""
@@ -179,7 +155,6 @@ def _counted(node: _ast.Assert, expecting: bool) -> list[_ast.stmt]:
 
     raised = _ast.Call(_ast.Name("_ptf_raised", _ast.Load()), [], [])
     handler = _ast.ExceptHandler(_ast.Name("BaseException", _ast.Load()), None, [store(raised)])
-    node.test = _honest_equality(node.test)
     guarded = store(node.test) if expecting else _ast.Try([store(node.test)], [handler], [], [])
     count = _ast.Expr(
         _ast.Call(
@@ -267,12 +242,11 @@ def run(solution: str, tests: str, entry_point: str | None, nonce: str = "") -> 
     ok = tampered = False
     try:
         # dont_inherit: this file's ``from __future__`` import must not change how the code compiles
-        tree = compile(tests, "tests.py", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
-        if not isinstance(tree, _ast.Module):  # what "exec" mode always parses to
-            raise TypeError(f"tests parsed to {type(tree).__name__}")
+        tree, tests = _tests_tree(tests)  # fenced tests, a doctest transcript: read as such
         _without_runners(tree)
         humaneval = _humaneval_check(tree, entry_point)
         modules = _imported(tree)
+        _honest_comparisons(tree)  # every ==, != and in of the tests: false through an always-equal object
         written = _rewrite(tree)
         code = compile(tree, "tests.py", "exec", dont_inherit=True)
         del tests
@@ -294,26 +268,32 @@ def run(solution: str, tests: str, entry_point: str | None, nonce: str = "") -> 
         module = type(sys)("solution")
         sys.modules["solution"] = module
         parsed = compile(solution, "solution.py", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+        own_pytest = "pytest" in solution  # the text first: no walk of the tree for most solutions
         del solution
         if not isinstance(parsed, _ast.Module):  # what "exec" mode always parses to
             raise TypeError(f"solution parsed to {type(parsed).__name__}")
         _without_runners(parsed)  # a reply's own unittest.main() would exit before the tests
+        if own_pytest and "pytest" in _imported(parsed) and "pytest" not in sys.modules:
+            _pytest_shim()  # the reply's own `import pytest` (for its own tests) gets the stand-in too
         _typing_names(parsed, module.__dict__)
         exec(compile(_without_stdin_demo(parsed), "solution.py", "exec", dont_inherit=True), module.__dict__)
         changed = _changed(taken)
         if changed:
             raise _Tampered(changed)
         namespace.update(_own_names(module.__dict__, _BUILTIN_NAMES, entry_point))
-        namespace.update(__name__="__main__", _ptf_count=_ptf_count, _ptf_raised=_ptf_raised, _ptf_eq=_ptf_eq)
         _method_entry(namespace, entry_point)
+        _watch(namespace)  # what the solution's functions return, checked for always-equal objects
+        _stand_in_modules(tree, namespace, entry_point)  # `from add_module import add`: the solution
+        namespace.update(__name__="__main__", _ptf_count=_ptf_count, _ptf_raised=_ptf_raised)
+        namespace.update(_ptf_eq=_ptf_eq, _ptf_ne=_ptf_ne, _ptf_in=_ptf_in)
         exec(code, namespace)
         # HumanEval-style tests define check(candidate): called with the entry point; MBPP-style
         # ones are top-level asserts that have already run above; pytest- and unittest-style ones
         # define test functions, Test classes and TestCases that nothing calls: they run here
         if humaneval:
             namespace["check"](namespace[entry_point])  # type: ignore[index]
-        tested = _test_functions(namespace) + _test_classes(namespace) + _test_cases(namespace)
-        if not (humaneval or tested or _counts[1] or _runs_code(tree)):
+        tested = _run_units(namespace, main, tree)
+        if not (humaneval or tested or _counts[1] or _runs_code(tree) or _unrunnable):
             # definitions only, none called: 0 of 0 assertions would read as a pass
             raise RuntimeError(
                 "no test ran: the tests only define functions or classes and nothing calls them"
@@ -336,13 +316,18 @@ def run(solution: str, tests: str, entry_point: str | None, nonce: str = "") -> 
             pass
     passed, evaluated = _counts
     total = evaluated if ok else max(evaluated, written)
-    if tampered:
+    if _fakes:
+        fake = f"an always-equal object (a {_fakes[0]} that is or holds one)"
+        _write(2, f"the solution returned {fake}, which equals anything: the run is not graded\n".encode())
+    if tampered or _fakes:
         passed = 0
     why = ""
     if _missing and not (ok and passed == total):
         why = f" missing_module:{_missing[0]}"
     elif _unsupported and not (ok and 0 < total == passed):
         why = f" unsupported:{_unsupported[0]}"
+    elif _unrunnable and not (ok and passed < total):  # a test never ran: no pass on the rest
+        why = f" unsupported:{_unrunnable[0]}"
     elif ok and total == 0:
         why = " no_assertions"
     try:
@@ -351,4 +336,4 @@ def run(solution: str, tests: str, entry_point: str | None, nonce: str = "") -> 
     except BaseException:  # a solution may have closed or replaced the streams
         pass
     _write(1, f"\n{ASSERTIONS_MARK} {nonce} {passed} {total}{why}\n".encode())
-    _leave(0 if ok and 0 < total == passed else 1)
+    _leave(0 if ok and 0 < total == passed and not why else 1)

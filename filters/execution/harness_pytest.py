@@ -1,8 +1,8 @@
 """The pytest stand-in of the execution harness and its snapshot (stdlib only; Python 3.11; never
 imported on the host): the sandbox image has no pytest, so tests that ``import pytest`` get a module
 with ``raises`` (a context, or ``raises(E, func, *args)``), ``approx`` (numbers, sequences, dicts;
-pytest's tolerance rules), ``param`` and ``mark.parametrize``; another pytest name (``fixture``,
-``mark.skip``) makes the run abstain (``unsupported:pytest.NAME``). The snapshot catches a solution
+pytest's tolerance rules), ``param``, ``mark.parametrize`` and ``fixture`` (``harness_fixtures.py``);
+another pytest name (``mark.skip``, ``monkeypatch`` as a name) makes the run abstain (``unsupported:pytest.NAME``). The snapshot catches a solution
 rebinding what the tests use (``builtins.bool``, ``math.isclose``, a ``TestCase`` method or its
 ``__code__``, the stand-in's classes). :mod:`ptfactory.filters.execution.programs` sends this
 file's source into the sandbox with ``harness_units.py`` and ``harness.py`` as one ``program.py``."""
@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are 
     from typing import Any
 
     from ptfactory.filters.execution.harness import _ptf_count
+    from ptfactory.filters.execution.harness_fixtures import _fixture_mark
 
 
 class _RaisesContext:
@@ -165,17 +166,17 @@ class _Marks:
 
 
 def _missing_feature(name: str) -> object:
-    """A pytest name the stand-in lacks (``fixture``, ``skip``...): the run abstains on it."""
+    """A pytest name the stand-in lacks (``skip``, ``warns``...): the run abstains on it."""
     if not name.startswith("_"):  # the harness's own probes (_ptf_params) are no test's
         _unsupported.append(f"pytest.{name}")
     raise AttributeError(f"the harness's pytest stand-in has no {name!r}")
 
 
 def _pytest_shim() -> None:
-    """A ``pytest`` module with ``raises``, ``approx``, ``param`` and ``mark`` (``parametrize``)
-    where pytest is not installed (the sandbox image has none), so pytest-style tests that use them
-    run instead of failing on the import; tests that need more of pytest (fixtures, skip marks)
-    abstain (``unsupported:pytest.NAME``)."""
+    """A ``pytest`` module with ``raises``, ``approx``, ``param``, ``mark`` (``parametrize``) and
+    ``fixture`` where pytest is not installed (the sandbox image has none), so pytest-style tests
+    that use them run instead of failing on the import; tests that need more of pytest (skip marks,
+    ``pytest.warns``) abstain (``unsupported:pytest.NAME``)."""
     try:
         import pytest  # noqa: F401  # a real one wins
     except ImportError:
@@ -184,7 +185,8 @@ def _pytest_shim() -> None:
         module.approx = _Approx  # type: ignore[attr-defined]
         module.param = lambda *values, **kwargs: _Param(values)  # type: ignore[attr-defined]
         module.mark = _Marks()  # type: ignore[attr-defined]
-        setattr(module, "__getattr__", _missing_feature)  # noqa: B010 - PEP 562: pytest.fixture abstains
+        module.fixture = _fixture_mark  # type: ignore[attr-defined]
+        setattr(module, "__getattr__", _missing_feature)  # noqa: B010 - PEP 562: pytest.warns abstains
         sys.modules["pytest"] = module
 
 

@@ -1,11 +1,13 @@
-"""The test runners of the execution harness (stdlib only; Python 3.11; never imported on the host).
+"""How the execution harness reads the tests and prepares the solution (stdlib only; Python 3.11;
+never imported on the host).
 
 :mod:`ptfactory.filters.execution.programs` sends this file's source into the sandbox ahead of
 ``harness.py``'s, as one ``program.py``: the names here are that program's globals. What it holds:
-the runners of the tests' own units (pytest-style ``test*`` functions, parametrized too, and
-``Test*`` classes, ``unittest.TestCase`` classes, doctest examples) and how the solution is
-prepared: its stdin demo left out, LeetCode's typing names given, and the names it hands the tests
-(none that shadows a builtin, no dunder).
+the tests read (fenced ones, a doctest transcript; their ``unittest.main()`` left out; HumanEval's
+``check``; the modules they import; their doctest examples counted) and the solution prepared: its
+stdin demo and the lines that use what it read left out, LeetCode's typing names given, the names
+it hands the tests (none that shadows a builtin, no dunder), a module the tests import the entry
+point from that does not exist. The tests' units run in ``harness_xunit.py``.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are its globals there
-    from ptfactory.filters.execution.harness import _from_tests, _ptf_count, _ptf_raised, _Raised
+    from ptfactory.filters.execution.harness import _ptf_count, _Raised
+    from ptfactory.filters.execution.harness_xunit import _unrunnable
 
 # third-party packages a reply may reasonably import that the sandbox image lacks: a run that
 # fails on one of these abstains (an environment limit), a made-up name still fails
 _PACKAGES = (
     "numpy pandas scipy sympy sklearn torch tensorflow jax networkx requests matplotlib PIL cv2 bs4 "
     "yaml regex sortedcontainers more_itertools attr attrs pydantic numba polars pyarrow tqdm "
-    "dateutil pytz statsmodels seaborn skimage z3 gmpy2 mpmath"
+    "dateutil pytz statsmodels seaborn skimage z3 gmpy2 mpmath hypothesis typing_extensions"
 )
 THIRD_PARTY = frozenset(_PACKAGES.split())
 _missing: list[str] = []  # such modules a run failed to import
@@ -174,8 +177,64 @@ def _without_stdin_demo(tree: _ast.Module) -> _ast.Module:
             if name not in readers and _reads_stdin(function, readers):
                 readers.add(name)
                 grew = True
-    tree.body = [n for n in tree.body if isinstance(n, defines) or not _reads_stdin(n, readers)]
+    kept: list[_ast.stmt] = []
+    lost: set[str] = set()  # names bound only by a statement left out
+    for node in tree.body:
+        stored = _stored(node)
+        if isinstance(node, defines):
+            lost -= stored
+        elif _reads_stdin(node, readers) or any(
+            isinstance(n, _ast.Name) and isinstance(n.ctx, _ast.Load) and n.id in lost for n in _nodes(node)
+        ):  # reads stdin, or uses what such a line read (`print(solve(arr))`): left out too
+            lost |= stored
+            continue
+        else:
+            lost -= stored
+        kept.append(node)
+    tree.body = kept
     return tree
+
+
+def _stored(node: _ast.AST) -> set[str]:
+    """The names a top-level statement binds (a definition's, an import's, an assignment's targets)."""
+    if isinstance(node, _ast.FunctionDef | _ast.AsyncFunctionDef | _ast.ClassDef):
+        return {node.name}
+    if isinstance(node, _ast.Import | _ast.ImportFrom):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    return {n.id for n in _nodes(node) if isinstance(n, _ast.Name) and isinstance(n.ctx, _ast.Store)}
+
+
+def _tests_tree(tests: str) -> tuple[_ast.Module, str]:
+    """The tests parsed, and their text. Tests that do not parse are read as what they hold: the
+    code of their fences (```python ... ```, prose around it left out, the lines kept in place), a
+    doctest transcript (``>>> add(2, 3)`` then ``5``) run as doctest examples. Tests that still do
+    not parse are not the reply's fault: the run abstains (``unsupported:tests_invalid``)."""
+    texts = [tests]
+    lines = tests.splitlines()
+    if any(line.strip().startswith("```") for line in lines):
+        inside, code = False, []
+        for line in lines:
+            fence = line.strip().startswith("```")
+            inside = not inside if fence else inside
+            code.append(line if inside and not fence else "")
+        texts.append("\n".join(code) + "\n")
+    if any(line.lstrip().startswith(">>>") for line in texts[-1].splitlines()):
+        transcript = "\n".join(line.strip() for line in texts[-1].splitlines())
+        texts.append(
+            f"import doctest\ndoctest.run_docstring_examples({transcript!r}, globals(), name='tests')\n"
+        )
+    error: SyntaxError | None = None
+    for text in texts:
+        try:
+            tree = compile(text, "tests.py", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+        except SyntaxError as exc:
+            error = error or exc
+            continue
+        if not isinstance(tree, _ast.Module):  # what "exec" mode always parses to
+            raise TypeError(f"tests parsed to {type(tree).__name__}")
+        return tree, text
+    _unrunnable.append("tests_invalid")
+    raise error or SyntaxError("the tests do not parse")
 
 
 # typing's names LeetCode's stubs use without importing them (LeetCode imports typing for them)
@@ -186,6 +245,23 @@ _TYPING = frozenset(
         "OrderedDict", "Type",
     }
 )  # fmt: skip
+
+
+def _stand_in_modules(tree: _ast.Module, namespace: dict[str, object], entry_point: str | None) -> None:
+    """A module the tests import the entry point from that does not exist (``from add_module import
+    add``: tests written for a file of the task's name) is the solution's names the tests get,
+    under that name; only when every name imported is the solution's, imported as itself (``add
+    as ref`` may be a reference implementation)."""
+    for node in _nodes(tree):
+        if not isinstance(node, _ast.ImportFrom) or node.level or not node.module or "." in node.module:
+            continue
+        names = [(alias.name, alias.asname) for alias in node.names]
+        if node.module in sys.modules or entry_point not in [name for name, _ in names]:
+            continue
+        if all(asname in (None, name) and name in namespace for name, asname in names):
+            stand_in = type(sys)(node.module)
+            stand_in.__dict__.update({name: namespace[name] for name, _ in names})
+            sys.modules[node.module] = stand_in
 
 
 def _typing_names(tree: _ast.Module, into: dict[str, object]) -> None:
@@ -223,135 +299,6 @@ def _is_test_case(value: object) -> bool:
     return isinstance(value, type) and any(
         c.__name__ == "TestCase" and c.__module__ == "unittest.case" for c in value.__mro__
     )
-
-
-def _bare(function: object, arguments: int) -> bool:
-    code = getattr(function, "__code__", None)
-    return code is not None and code.co_argcount == arguments and not code.co_kwonlyargcount
-
-
-def _test_functions(namespace: dict[str, object]) -> int:
-    """Call the tests' own ``test*`` functions that take no argument (pytest style), in order, or
-    once per parameter set of ``@pytest.mark.parametrize``; one that raises is a failed assertion at
-    its ``def`` line. How many were called."""
-    called = 0
-    for name, value in list(namespace.items()):
-        params = getattr(value, "_ptf_params", None)
-        if not (name.startswith("test") and _from_tests(value) and (params or _bare(value, 0))):
-            continue
-        for arguments in params or [{}]:
-            called += 1
-            try:
-                value(**arguments)  # type: ignore[operator]
-            except BaseException:
-                _ptf_count(_ptf_raised(), value.__code__.co_firstlineno)  # type: ignore[attr-defined]
-    return called
-
-
-def _test_classes(namespace: dict[str, object]) -> int:
-    """pytest-style ``class Test*:`` without a ``TestCase`` base (nor an ``__init__``, which pytest
-    skips): each ``test*(self)`` method runs on a fresh instance, ``setup_method``/
-    ``teardown_method`` around it; one that raises is a failed assertion at its line."""
-    called = 0
-    for name, cls in list(namespace.items()):
-        if not (isinstance(cls, type) and name.startswith("Test") and not _is_test_case(cls)):
-            continue
-        if "__init__" in vars(cls) or not any(_from_tests(v) for v in vars(cls).values()):
-            continue
-        for attr, method in list(vars(cls).items()):
-            if not (attr.startswith("test") and _from_tests(method) and _bare(method, 1)):
-                continue
-            called += 1
-            try:
-                instance = cls()
-                for hook in ("setup_method", "teardown_method"):
-                    step = getattr(instance, hook, None)
-                    if hook == "teardown_method":
-                        method(instance)
-                    if callable(step):
-                        step(method)
-            except BaseException:
-                _ptf_count(_ptf_raised(), method.__code__.co_firstlineno)
-    return called
-
-
-def _last_line(trace: str) -> str:
-    lines = trace.strip().splitlines()
-    return lines[-1] if lines else trace
-
-
-def _test_cases(namespace: dict[str, object]) -> int:
-    """Run the tests' own ``unittest.TestCase`` classes: each test method is one assertion, held
-    only when it ran and nothing failed in it (a ``subTest`` failure fails its test); an error
-    outside any test (``setUpClass``) is one more failed assertion, and the tests it kept from
-    running fail too. A skip the tests did not declare (a solution raising ``SkipTest``) fails.
-    How many test methods there were."""
-    classes = [
-        value
-        for value in list(namespace.values())
-        if isinstance(value, type)
-        and _is_test_case(value)
-        and any(_from_tests(v) for v in vars(value).values())
-    ]
-    if not classes:
-        return 0
-    import unittest  # the tests imported it already: no start-up cost for tests without classes
-
-    ran = 0
-    started = _started_result()
-    for cls in classes:
-        result = started()
-        suite = unittest.defaultTestLoader.loadTestsFromTestCase(cls)
-        cases = list(suite)  # a suite lets go of each test once it has run
-        suite.run(result)
-        bad: dict[int, str] = {}
-        stray: list[str] = []
-        wrong = [
-            *result.failures,
-            *result.errors,
-            *((t, "unexpected success") for t in result.unexpectedSuccesses),
-        ]
-        for test, trace in wrong:
-            owner = getattr(test, "test_case", test)  # a subTest's failure is its test's
-            if any(owner is case for case in cases):
-                bad.setdefault(id(owner), trace)
-            else:  # an _ErrorHolder: setUpClass, a class or module fixture
-                stray.append(trace)
-        for test, why in result.skipped:
-            method = getattr(cls, getattr(test, "_testMethodName", ""), None)
-            if not (getattr(method, "__unittest_skip__", False) or getattr(cls, "__unittest_skip__", False)):
-                bad.setdefault(id(test), f"skipped: {why}")
-        first = 0
-        for test in cases:
-            ran += 1
-            method = getattr(cls, getattr(test, "_testMethodName", ""), None)
-            line = getattr(getattr(method, "__code__", None), "co_firstlineno", 0)
-            first = first or line
-            trace = bad.get(id(test)) or (None if id(test) in result.started else "the test did not run")
-            if trace is not None:
-                _note_missing(trace)
-            _ptf_count(True if trace is None else _Raised(AssertionError(_last_line(trace))), line)
-        for trace in stray:
-            _note_missing(trace)
-            _ptf_count(_Raised(AssertionError(_last_line(trace))), first)
-    return ran
-
-
-def _started_result() -> type:
-    """A unittest result that remembers which tests started (a setUpClass error keeps the rest
-    from starting: they did not pass)."""
-    import unittest
-
-    class Started(unittest.TestResult):
-        def __init__(self) -> None:
-            super().__init__()
-            self.started: set[int] = set()
-
-        def startTest(self, test: unittest.TestCase) -> None:
-            self.started.add(id(test))
-            super().startTest(test)
-
-    return Started
 
 
 def _count_doctests() -> None:

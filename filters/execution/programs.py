@@ -29,7 +29,14 @@ __all__ = [
 _HERE = Path(__file__).parent
 _HARNESS = "from __future__ import annotations\n" + "\n".join(
     (_HERE / name).read_text().replace("from __future__ import annotations\n", "")
-    for name in ("harness_pytest.py", "harness_units.py", "harness.py")
+    for name in (
+        "harness_pytest.py",
+        "harness_units.py",
+        "harness_fixtures.py",
+        "harness_xunit.py",
+        "harness_honest.py",
+        "harness.py",
+    )
 )
 _MARK = re.search(r'^ASSERTIONS_MARK = "([^"]+)"$', _HARNESS, re.M)
 if _MARK is None:  # pragma: no cover - a broken install; fail at import, not on the first graded run

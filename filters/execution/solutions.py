@@ -156,6 +156,54 @@ def _calls_own(node: ast.stmt, own: set[str]) -> bool:
     )
 
 
+def _stubs_entry(parts: list[tuple[ast.stmt, str]], entry_point: str) -> bool:
+    """A block whose definition of the entry point is a stub (a recap's ``def f(x) -> int: ...``)."""
+    found = [
+        n for n, _ in parts if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == entry_point
+    ]
+    return bool(found) and _body_only(found[-1])
+
+
+def _loads(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _used(chosen: str, parsed: list[list[tuple[ast.stmt, str]]], at: int) -> set[str]:
+    """The names the chosen block uses (its top-level lines too), and those the other blocks'
+    definitions it uses use, on."""
+    try:
+        used = _loads(ast.parse(chosen))
+    except (SyntaxError, ValueError):
+        used = {name for node, _ in parsed[at] for name in _loads(node)}
+    others = [node for i, parts in enumerate(parsed) if i != at for node, _ in parts]
+    grew = True
+    while grew:
+        grew = False
+        for node in others:
+            if not isinstance(node, ast.Import | ast.ImportFrom) and _names(node) & used:
+                more = _loads(node) - used
+                used |= more
+                grew = grew or bool(more)
+    return used
+
+
+def _example_import(node: ast.stmt, used: set[str]) -> bool:
+    """Another block's import that nothing the chosen block uses needs: an example's (``import
+    numpy as np`` to compare against, a made-up helper module)."""
+    return (
+        isinstance(node, ast.Import | ast.ImportFrom)
+        and not (isinstance(node, ast.ImportFrom) and node.module == "__future__")
+        and not _names(node) & used
+    )
+
+
+def _guarded(text: str) -> str:
+    """An example's import that may fail without failing the solution: the sandbox lacks numpy
+    or pandas, a made-up module does not exist."""
+    inner = "\n".join("    " + line for line in text.splitlines())
+    return f"try:\n{inner}\nexcept ImportError:\n    pass"
+
+
 def extract_solution(prompt: str, response: str, entry_point: str) -> str:
     """The code to test, from a model's reply or a HumanEval-style completion.
 
@@ -163,7 +211,9 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
     and of the others their imports, definitions and assignments (not an assignment that calls the
     reply's own functions, example usage; no bare expressions or prints), so a later block's
     definition wins (a corrected helper in a block of its own) and an earlier block's imports stay
-    for a later fix. Before those the prompt stub's imports and the helpers it defines in full
+    for a later fix (one that only an example needs, ``import numpy as np`` to compare against, inside
+    ``try: ... except ImportError: pass``); a recap block's stub (``def f(x) -> int: ...``) never
+    replaces the definition. Before those the prompt stub's imports and the helpers it defines in full
     (HumanEval/10's ``is_palindrome``). ``from __future__`` imports go first. A reply that is only a
     function body (a HumanEval completion) is appended to the prompt's stub, as HumanEval does; an
     unfenced reply with prose around its code gives its code lines. A block defines the entry
@@ -176,8 +226,10 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
     defining = [i for i, b in enumerate(blocks) if entry_point and re.search(defines, b, re.M)]
     if not defining:
         return _stub(prompt).rstrip("\n") + "\n" + blocks[0]
-    chosen = blocks[defining[-1]]
     parsed = [_parts(block) for block in blocks]
+    whole = [i for i in defining if not _stubs_entry(parsed[i], entry_point)]
+    at = (whole or defining)[-1]  # a recap's `def f(...): ...` does not replace the definition
+    chosen = blocks[at]
     own = {
         node.name
         for parts in parsed
@@ -186,9 +238,18 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
     }
     body: list[str] = []
     taken: set[str] = set()
-    redefined = set().union(*(_names(n) for n, _ in parsed[defining[-1]]))
+    redefined = set().union(*(_names(n) for n, _ in parsed[at]))
+    used = _used(chosen, parsed, at)
+    examples = {  # what other blocks import for their examples only
+        name
+        for i, parts in enumerate(parsed)
+        if i != at
+        for node, _ in parts
+        if _example_import(node, used)
+        for name in _names(node)
+    }
     for i, parts in enumerate(parsed):
-        if i == defining[-1]:
+        if i == at:
             body.append(chosen)
             taken |= redefined
             continue
@@ -199,14 +260,16 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
                 continue
             if isinstance(node, ast.Assign | ast.AnnAssign) and _calls_own(node, own):
                 continue  # a demo's `result = f(3)`
+            if isinstance(node, ast.Assign | ast.AnnAssign) and _loads(node) & examples:
+                continue  # an example's data (`df = pd.DataFrame(...)`), which nothing chosen uses
             if (
-                i < defining[-1]
+                (i < at or _body_only(node))
                 and _names(node) & redefined
                 and not isinstance(node, ast.Import | ast.ImportFrom)
             ):
-                continue  # a first attempt the chosen block replaces
+                continue  # a first attempt the chosen block replaces, a recap's stub
             taken |= _names(node)
-            body.append(text)
+            body.append(_guarded(text) if _example_import(node, used) else text)
     stub: list[str] = []
     for node, text in _parts(_stub(prompt)):
         if isinstance(node, ast.Import | ast.ImportFrom):

@@ -159,7 +159,10 @@ PARAMETRIZE = (
     "@pytest.mark.parametrize('b', [1, 2])\n@pytest.mark.parametrize('a', [4])\ndef test_grid(a, b):\n"
     "    assert divide(a, b) * b == a\n"
 )
-FIXTURE = "import pytest\n\n@pytest.fixture\ndef pair():\n    return (6, 3)\n\ndef test_it(pair):\n    assert divide(*pair) == 2\n"
+FIXTURE = (  # a parametrized fixture (request.param): the stand-in gives plain fixtures only
+    "import pytest\n\n@pytest.fixture(params=[(6, 3)])\ndef pair(request):\n    return request.param\n\n"
+    "def test_it(pair):\n    assert divide(*pair) == 2\n"
+)
 SETS_INPUT = (
     "import builtins\nbuiltins.input = lambda *a: '6 3'\nassert divide(*map(int, input().split())) == 2\n"
 )
@@ -194,3 +197,69 @@ def test_held_out_rules(sandbox: DockerSandbox) -> None:
     assert got == {name: expected for name, _, expected in cases}
     reasons = {name: v.reason for (name, _, _), v in zip(cases, verdicts, strict=True)}
     assert reasons["a fixture: unsupported"] == "unsupported_test_feature"
+
+
+TOTAL_TESTS = (
+    "import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(total([1, 2, 3]), 6)\n"
+    "    def test_b(self):\n        self.assertEqual(total([]), 0)\n    def test_c(self):\n        self.assertTrue(total([2, 2]) == 4)\n"
+)
+ASSERT_TRUE_ONLY = "import unittest\n\nclass T(unittest.TestCase):\n    def test_c(self):\n        self.assertTrue(total([2, 2]) == 4)\n"
+ANY = "class _Any:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n\n"
+ALWAYS_INT = (
+    "class _I(int):\n    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n        return False\n"
+    "    __hash__ = int.__hash__\n\n"
+)
+# the always-equal object comes back from a method (not one of the functions the tests get),
+# so only the checks of unittest's assertions and of the tests' own comparisons see it
+METHOD_ANY = ANY + "class Box:\n    def get(self, xs):\n        return [_Any()]\n"
+METHOD_TESTS = (
+    "import unittest\n\nclass T(unittest.TestCase):\n    def test_eq(self):\n        self.assertListEqual(Box().get([1]), [1])\n"
+    "    def test_in(self):\n        self.assertIn(Box().get([1])[0], [1, 2])\n"
+    "    def test_count(self):\n        self.assertCountEqual(Box().get([3]), [3])\n"
+    "    def test_close(self):\n        self.assertAlmostEqual(Box().get([3])[0], 3)\n"
+    "    def test_true(self):\n        self.assertTrue(Box().get([3]) == [3])\n"
+)
+FROM_SOLUTION = TOTAL_TESTS.replace("import unittest\n", "import unittest\nfrom solution import total\n")
+LEGIT_CLASSES = (
+    "from collections import namedtuple\nfrom dataclasses import dataclass\nfrom decimal import Decimal\n"
+    "from fractions import Fraction\n\nclass Vec:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n"
+    "    def __eq__(self, other):\n        return isinstance(other, Vec) and (self.x, self.y) == (other.x, other.y)\n"
+    "    def __hash__(self):\n        return hash((self.x, self.y))\n\n@dataclass\nclass Pair:\n    a: int\n    b: int\n\n"
+    "Point = namedtuple('Point', 'x y')\n\ndef total(xs):\n    return Vec(sum(xs), len(xs))\n\n"
+    "def others():\n    return [Pair(1, 2), Point(3, 4), Fraction(1, 3), Decimal('1.5'), 0.1 + 0.2, None, True, (i for i in range(2))]\n"
+)
+LEGIT_TESTS = (
+    "import unittest\nfrom decimal import Decimal\nfrom fractions import Fraction\nfrom unittest import mock\n\n"
+    "class T(unittest.TestCase):\n    def test_vec(self):\n        self.assertEqual(total([1, 2]), Vec(3, 2))\n"
+    "        self.assertTrue(total([1, 2]) == Vec(3, 2))\n        self.assertNotEqual(total([1]), Vec(3, 2))\n"
+    "        self.assertIn(total([]), [Vec(0, 0)])\n        self.assertCountEqual([total([]), total([1])], [Vec(1, 1), Vec(0, 0)])\n"
+    "        self.assertEqual({'x': total([]).x, 'n': 1}, {'x': mock.ANY, 'n': 1})\n"
+    "    def test_others(self):\n        pair, point, third, half, close, none, yes, gen = others()\n"
+    "        self.assertEqual(pair, Pair(1, 2))\n        self.assertEqual(point, (3, 4))\n"
+    "        self.assertEqual(third, Fraction(1, 3))\n        self.assertEqual(half, Decimal('1.5'))\n"
+    "        self.assertAlmostEqual(close, 0.3)\n        self.assertIsNone(none)\n        self.assertIs(yes, True)\n"
+    "        self.assertEqual(list(gen), [0, 1])\n"
+)
+
+
+def test_always_equal_answers_fail_under_unittest(sandbox: DockerSandbox) -> None:
+    """ho1's r185 and s046-s048: an always-equal object (a class whose __eq__ says True, an int
+    subclass too) passed unittest tests 3/3, assertEqual and assertTrue(x == y) alike: only the
+    asserts' == was checked. A legit class with a sensible __eq__ (and a dataclass, a namedtuple,
+    Fraction, Decimal, a float, a generator, None, mock.ANY in the tests) still passes."""
+    cases = [
+        ("always-equal via assertEqual", row(ANY + "def total(xs):\n    return _Any()\n", TOTAL_TESTS, "total"), "fail"),
+        ("always-equal via assertTrue(x == y)", row(ANY + "def total(xs):\n    return _Any()\n", ASSERT_TRUE_ONLY, "total"), "fail"),
+        ("an int subclass always equal", row(ALWAYS_INT + "def total(xs):\n    return _I(len(xs))\n", TOTAL_TESTS, "total"), "fail"),
+        ("from solution import total", row(ANY + "def total(xs):\n    return 0 if False else _Any()\n", FROM_SOLUTION, "total"), "fail"),
+        ("from a method: assertListEqual, assertIn, assertCountEqual...", row(METHOD_ANY, METHOD_TESTS, "Box.get"), "fail"),
+        ("a legit class with __eq__ and other legit answers", row(LEGIT_CLASSES, LEGIT_TESTS, "total"), "pass"),
+        ("the right total", row("def total(xs):\n    return sum(xs)\n", TOTAL_TESTS, "total"), "pass"),
+    ]  # fmt: skip
+    verdicts = CodeVerifier(sandbox).verify_many([r for _, r, _ in cases])
+    got = {name: v.verdict for (name, _, _), v in zip(cases, verdicts, strict=True)}
+    assert got == {name: expected for name, _, expected in cases}
+    evidence = [v.evidence for v in verdicts]
+    assert (evidence[0]["assertions_passed"], evidence[0]["assertions_total"]) == (0, 3)
+    assert "returned an always-equal object (a _Any" in evidence[0]["stderr_tail"]
+    assert (evidence[4]["assertions_passed"], evidence[4]["assertions_total"]) == (0, 5)

@@ -97,3 +97,27 @@ def test_every_block_counts_in_order() -> None:
     assert "import" not in extract_solution("Write count.", usage + test_block, "count")
     prose = "Here is the completed function:\n\ndef inc(x):\n    return x + 1\n\nIt adds one to x.\n"
     assert extract_solution("Write inc.", prose, "inc").strip() == INC.strip()
+
+
+def test_an_example_block_s_imports_and_a_recap_stub_do_not_break_the_solution() -> None:
+    """ho3's dot/E1/E2: another block's import only an example uses (numpy to compare against, a
+    made-up module) was kept as it was and failed the right solution; R5_1: a closing recap
+    ``def total(...) -> int: ...`` replaced the definition."""
+    solution = "```python\ndef dot(a, b):\n    return sum(x * y for x, y in zip(a, b))\n```\n"
+    example = (
+        "```python\nimport numpy as np\nfrom mystats import fast_mean\n\nv = np.array([1, 2])\n\n"
+        "def dot_np(a, b):\n    return np.dot(a, b)\n\nprint(dot_np(v, v))\n```\n"
+    )
+    code = extract_solution("Write dot.", solution + "Compare:\n" + example, "dot")
+    namespace: dict[str, object] = {}
+    exec(compile(code, "solution.py", "exec"), namespace)  # no numpy, no mystats: still loads
+    assert namespace["dot"]([1, 2], [3, 4]) == 11  # type: ignore[operator]
+    # an import the chosen block (or a helper it calls) uses stays as it was
+    helper = "```python\nimport numpy as np\n\ndef _dot(a, b):\n    return np.dot(a, b)\n```\n"
+    uses = "```python\ndef dot(a, b):\n    return int(_dot(a, b))\n```\n"
+    assert "\nimport numpy as np\n" in "\n" + extract_solution("Write dot.", helper + uses, "dot")
+    recap = "Signature:\n```python\ndef dot(a: list, b: list) -> int: ...\n```\n"
+    code = extract_solution("Write dot.", solution + recap, "dot")
+    namespace = {}
+    exec(compile(code, "solution.py", "exec"), namespace)
+    assert namespace["dot"]([1, 2], [3, 4]) == 11  # type: ignore[operator]
