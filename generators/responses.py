@@ -4,6 +4,7 @@ natural "chosen" side of a preference pair)."""
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,13 +14,29 @@ import pyarrow.compute as pc
 
 from ptfactory.engines.base import Engine, SamplingParams
 from ptfactory.generators.config import SamplingConfig
-from ptfactory.generators.prompts import template
+from ptfactory.generators.prompts import Template, template
 from ptfactory.generators.records import candidate_row, provenance
 from ptfactory.storage.schema import dropped_mask, from_records
 
-__all__ = ["ResponseStats", "generate_responses"]
+__all__ = ["ResponseStats", "code_template", "generate_responses"]
 
 STAGE = "respond"
+
+
+def code_template(prompt: str) -> Template:
+    """How a code task is asked: a stub written as code (a signature with its docstring, a class
+    to complete: it parses and defines something) is completed inside a ```python block
+    (respond_code); a task in words ("Write a function that ...") is asked as it is
+    (respond_code_text): inside a code block the model took the prose for code, and so did the
+    harness when a reply lacked the function."""
+    try:
+        tree = ast.parse(prompt)
+    except (SyntaxError, ValueError):
+        return template("respond_code_text")
+    defines = any(
+        isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) for n in ast.walk(tree)
+    )
+    return template("respond_code" if defines else "respond_code_text")
 
 
 @dataclass
@@ -50,11 +67,11 @@ def generate_responses(
         max_tokens=sampling.max_tokens,
         seed=sampling.seed,
     )
-    code_tpl = template("respond_code")
+    templates = {row["sample_id"]: code_template(row["messages"][0]["content"]) for row in rows_in}
     conversations = []
     for row in rows_in:
         prompt = row["messages"][0]["content"]
-        text = code_tpl.render(prompt=prompt) if row["kind"] == "code" else prompt
+        text = templates[row["sample_id"]].render(prompt=prompt) if row["kind"] == "code" else prompt
         conversations.append([{"role": "user", "content": text}])
     replies = engine.chat(conversations, params)
 
@@ -63,6 +80,7 @@ def generate_responses(
         trail = row["decisions"]
         prompt = row["messages"][0]["content"]
         is_code = row["kind"] == "code"
+        code_tpl = templates[row["sample_id"]]
         for index, completion in enumerate(completions):
             prov = provenance(
                 "response",

@@ -149,3 +149,38 @@ def test_generation_assets_with_the_tiny_model(tiny_model: Path, home: Path, tmp
     assert '"n":2' in prov["sampling_params"] and prov["parent_id"] and prov["code_version"]
     instructions = AssetStore(str(home)).read("candidate_instructions", "b1")
     assert set(pa.compute.unique(instructions.column("batch")).to_pylist()) == {"b1"}
+
+
+def test_a_code_task_in_words_is_asked_as_words_and_a_stub_inside_a_code_block() -> None:
+    """"Write a function ..." inside a ```python block read as code (to the model, and to the harness
+    when the reply lacked the function); a signature with its docstring is completed in one."""
+    worded = SeedTask(
+        id="c2",
+        instruction="Write a function digit_sum(n) that returns the sum of the digits of n.",
+        kind="code",
+        source="x:4",
+        tests="assert digit_sum(123) == 6\n",
+    )
+    seeds = seeds_to_table([SEEDS[2], worded], "b")
+    engine = Scripted(model_id="scripted", replies={})
+    instructions, _ = generate_instructions(
+        seeds,
+        engine,
+        GenerationConfig.model_validate(
+            {"self_instruct": {"count": 0}, "evol_instruct": {"count": 0}, "code": {"count": 0}}
+        ),
+        "b",
+    )
+    from ptfactory.generators.config import SamplingConfig
+
+    table, _ = generate_responses(instructions, seeds, engine, SamplingConfig(n=1, temperature=0.0))
+    asked = {
+        r["messages"][0]["content"]: r["provenance"]["template_id"]
+        for r in table.to_pylist()
+        if r["provenance"]["method"] == "response"
+    }
+    stub = next(text for text in asked if "def inc" in text)
+    words = next(text for text in asked if "digit_sum" in text)
+    assert "```python\ndef inc(x):" in stub and asked[stub] == "respond_code"
+    assert words.startswith("Write a function digit_sum(n)") and "```python\nWrite" not in words
+    assert asked[words] == "respond_code_text"

@@ -37,7 +37,7 @@ from ptfactory.filters.decontamination.sources import package_dir
 from ptfactory.filters.verify.inputs import reference_answer, reference_record
 from ptfactory.generators.agent.tasks import AgentTask, parse_task
 from ptfactory.generators.procedural import draw_seed_rows
-from ptfactory.generators.prompts import template
+from ptfactory.generators.responses import code_template
 from ptfactory.generators.seeds import DEFAULT_MAX_FIELD_CHARS, SeedTask, parse_seed, read_seeds
 from ptfactory.storage.assemble import rl_verifier
 from ptfactory.storage.jsonl import json_objects
@@ -83,8 +83,8 @@ class EvalTask:
 
 
 def _code_prompt(instruction: str) -> list[dict[str, Any]]:
-    """What the factory asks a code seed's responder (generators/templates/respond_code.jinja)."""
-    return [{"role": "user", "content": template("respond_code").render(prompt=instruction)}]
+    """What the factory asks a code seed's responder (generators.responses.code_template)."""
+    return [{"role": "user", "content": code_template(instruction).render(prompt=instruction)}]
 
 
 def _from_seed(seed: SeedTask, benchmark: str | None = None, row: dict[str, Any] | None = None) -> EvalTask:
