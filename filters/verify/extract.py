@@ -65,22 +65,12 @@ time or text, else the ``choice`` / ``yes_no`` / ``time`` / ``text`` fallbacks o
 3", "x = 2 or x = 3") reads the marked answer's numbers, else (``answer_set``) the last that many
 numbers of the reply's last line with numbers.
 
-Normalisation (:func:`normalize_answer`, :mod:`~ptfactory.filters.verify.spans`), applied to the
-span a rule found: markdown emphasis and surrounding ``$…$`` / ``\\(…\\)`` dropped, a hedge
-("about", "approximately", "around", "roughly") dropped, "negative 5" -> ``-5``, currency signs
-(``$``, ``\\$``, ``€``, ``£``) and a trailing ``%`` dropped, thousands separators removed
-(``16,000`` -> ``16000``), a trailing full stop and a trailing remark in brackets ("18 (9 eggs x
-$2)") dropped, and a number followed by a unit keeps only the number (``18 days`` -> ``18``,
-``$16,000 dollars`` -> ``16000``, ``12 cm^2``, ``45°``, ``5\\,\\text{km}`` -> the number). Words
-that carry more numbers or arithmetic are no unit (:func:`~ptfactory.filters.verify.number_words.joins_numbers`:
-"18 or 20", "20 minus 2" stay as they are); one amount in two units is a fraction of the first
-("18 dollars and 50 cents" -> ``37/2``, "2 hours 30 minutes" -> ``5/2``, "5 feet 6 inches" ->
-``11/2``), "3 and a half" is ``7/2``; scientific notation is a number (``1.5e6`` ->
-``1500000``); a mixed number is a fraction (``1 1/2`` -> ``3/2``, ``2½`` too), a scale word
-multiplies (``1 million`` -> ``1000000``, ``8 hundred`` -> ``800``; the last-number rule reads it
-too), bold inside the span goes (``**12** apples`` -> ``12``) and a span that is a number in words
-is that number (``twenty-five`` -> ``25``, ``three-fourths`` -> ``3/4``). LaTeX (``\\frac{1}{2}``)
-and plain text (``yes``) pass through.
+Two marked answers that differ with no correction between them ("\\boxed{56}" then a note's
+"#### 63"; "The answer is 384." then "The correct answer is 18.") are no answer either.
+
+Normalisation (:func:`normalize_answer`; :mod:`~ptfactory.filters.verify.spans` lists the rules):
+markup, hedges, currency, ``%``, separators and remarks go, and a unit after a number (``18 days``
+-> ``18``); amounts in two units, mixed numbers, scale words and words name numbers.
 """
 
 from __future__ import annotations
@@ -98,6 +88,7 @@ from ptfactory.filters.verify.markers import (
     concludes_otherwise,
     corrections,
     hash_answer,
+    marked_otherwise,
     without_closing,
 )
 from ptfactory.filters.verify.number_words import last_word_number, names_more
@@ -105,7 +96,7 @@ from ptfactory.filters.verify.spans import (
     NUM,
     NUMBER,
     READ_AS,
-    balanced,
+    all_boxes,
     last_math,
     normalize_answer,
     same_answer,
@@ -119,10 +110,8 @@ RULES = (
     "choice", "yes_no", "time", "text",
 )  # fmt: skip
 _WHOLE_WORDS = 3
-_NUMBER = NUMBER
 _HASH = re.compile(r"####\s*([^\n]+)")
 _TAG = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.S)
-_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 # where a stated answer ends: a sentence's end, a clause ("which", "because", "but", "not"), "!"
 _END = (
     r"(?=\.\s|\.$|\n|;|,\s*(?:which|because|so|and|since|as|but|not|that)\b|\s+(?:but|not)\b"
@@ -161,16 +150,6 @@ class Extraction:
     rule: str  # one of RULES
 
 
-def _last_boxed(text: str) -> tuple[str, int] | None:
-    """The contents of the last ``\\boxed{}`` and where it ends."""
-    found = None
-    for match in _BOX.finditer(text):
-        inner = balanced(text, match.end())
-        if inner is not None:
-            found = (inner, match.end() + len(inner) + 1)
-    return found
-
-
 def _has_words(text: str) -> bool:
     return bool(_WORDS.search(re.sub(r"\\[a-zA-Z]+", " ", text)))
 
@@ -187,9 +166,9 @@ def _read_number(span: str) -> str | None:
     normal = normalize_answer(text)
     if normal is None:
         return None
-    if _NUMBER.fullmatch(normal) or not _has_words(normal):  # a number or an expression
+    if NUMBER.fullmatch(normal) or not _has_words(normal):  # a number or an expression
         return normal
-    numbers = _NUMBER.findall(normal)
+    numbers = NUMBER.findall(normal)
     if not numbers:
         return normal if len(normal.split()) <= _WHOLE_WORDS and not names_more(normal) else None
     if len(numbers) > 1 or names_more(normal):
@@ -217,19 +196,40 @@ def _final_marked(text: str, read: Callable[[str, str | None], str | None]) -> t
     a correction ("\\boxed{18} ... Wait, I made a mistake ... the correct answer is 17"); without
     one the two disagree: ``(_AMBIGUOUS, rule)``, as when the deciding answer holds several."""
     stated = None
-    for span, after, start, _ in reversed(_stated_spans(text)):
+    spans = _stated_spans(text)
+    for k in range(len(spans) - 1, -1, -1):
+        span, after, start, _ = spans[k]
         if (answer := read(span, after)) is not None:
             stated = (answer, start)
+            # an earlier "the answer is" that differs, with no correction between: two answers
+            for other, other_after, _, other_end in spans[:k]:
+                said = read(other, other_after)
+                differs = (
+                    said not in (None, _AMBIGUOUS) and answer != _AMBIGUOUS and not same_answer(said, answer)
+                )
+                if differs and not CORRECTION.search(text[other_end:start]):
+                    stated = (_AMBIGUOUS, start)
             break
     hashed = [(m.group(1), m.end()) for m in _HASH.finditer(text) if hash_answer(m.group(1))]
     tagged = [(m.group(1), m.end()) for m in _TAG.finditer(text)]
-    box = _last_boxed(text)
-    for rule, found in (("hash", hashed), ("tag", tagged), ("boxed", [box] if box else [])):
+    boxes = all_boxes(text)
+    for rule, found in (("hash", hashed), ("tag", tagged), ("boxed", boxes)):
         if not found or not (answer := read(found[-1][0], None)):
             continue
         end = found[-1][1]
         if answer != _AMBIGUOUS and concludes_otherwise(text[end:], answer):
             return _AMBIGUOUS, rule
+        if answer != _AMBIGUOUS and marked_otherwise(
+            text, hashed + tagged + boxes, end, answer, read=read, ambiguous=_AMBIGUOUS
+        ):
+            return _AMBIGUOUS, rule
+        earlier = [
+            (s, e) for s, _, _, e in spans if e < end and (said := read(s, None)) and said != _AMBIGUOUS
+        ]
+        if answer != _AMBIGUOUS and marked_otherwise(
+            text, earlier, end, answer, read=read, ambiguous=_AMBIGUOUS
+        ):
+            return _AMBIGUOUS, rule  # "The answer is 56." then a note's <answer>63</answer>
         if (
             stated is not None
             and stated[1] >= end
@@ -258,7 +258,7 @@ def _set_size(like: str | None) -> int:
     "-1 and 4"); 0 for anything else (one number, a tuple in brackets, an expression)."""
     if not like or not _SET.fullmatch(like.strip()):
         return 0
-    count = len(_NUMBER.findall(like))
+    count = len(NUMBER.findall(like))
     return count if count >= 2 else 0
 
 
@@ -268,12 +268,12 @@ def _of_set(size: int, text: str, fallback: bool) -> Extraction | None:
     with numbers ("(x - 2)(x - 3) = 0, so x = 2 or x = 3."), as "2, 3" (math-verify compares them
     as a set). Fewer numbers than expected give what there is, which compares as different."""
     marked = _marked(text)
-    numbers = _NUMBER.findall(marked[0]) if marked is not None else []
+    numbers = NUMBER.findall(marked[0]) if marked is not None else []
     if marked is not None and numbers:  # a marked span without numbers ("the answer is wrong") is prose
         rule = marked[1]
     elif fallback:
-        lines = [line for line in text.splitlines() if _NUMBER.search(line)]
-        numbers = _NUMBER.findall(lines[-1])[-size:] if lines else []
+        lines = [line for line in text.splitlines() if NUMBER.search(line)]
+        numbers = NUMBER.findall(lines[-1])[-size:] if lines else []
         rule = "answer_set"
     else:
         return None
@@ -309,7 +309,7 @@ def _last_number(text: str) -> Extraction | None:
         lines.pop()
     text = "\n".join(lines)
     # not a unit's exponent: "12 cm^2" ends on 12
-    numbers = [n for n in _NUMBER.finditer(text) if not re.search(r"[a-zA-Z}]\^\{?$", text[: n.start()])]
+    numbers = [n for n in NUMBER.finditer(text) if not re.search(r"[a-zA-Z}]\^\{?$", text[: n.start()])]
     while len(numbers) > 1 and re.match(r"-[a-zA-Z]", text[numbers[-1].end() :]):
         numbers.pop()  # an adjective's number: "84 kilometres on each 4-week cycle" ends on 84
     if not numbers:
@@ -367,16 +367,16 @@ def _extract(text: str, fallback: bool, like: str | None) -> Extraction | None:
         # a short text with a number is its answer only when it is that number ("20 days", not "It
         # is 18") or an expression without words ("x > 3")
         # a short reply in words states no number ("I don't know.") when a number is expected
-        wordy = not re.search(r"\d", whole) and like is not None and bool(_NUMBER.fullmatch(like.strip()))
+        wordy = not re.search(r"\d", whole) and like is not None and bool(NUMBER.fullmatch(like.strip()))
         stated = answer and (
-            _NUMBER.fullmatch(answer) or not re.search(r"\d", whole) or not _has_words(answer)
+            NUMBER.fullmatch(answer) or not re.search(r"\d", whole) or not _has_words(answer)
         )
         if answer and stated and (not wordy or last_word_number(whole)):
             return Extraction(answer, "whole")
         math = last_math(text)
-        if math is not None and not _NUMBER.search(text[math[1] :]) and (answer := normalize_answer(math[0])):
+        if math is not None and not NUMBER.search(text[math[1] :]) and (answer := normalize_answer(math[0])):
             return Extraction(answer, "last_math")
-        if _NUMBER.search(text):
+        if NUMBER.search(text):
             return _last_number(text)
         if answer := last_word_number(text):  # no digits: "There are three cats."
             return Extraction(answer, "word_number")

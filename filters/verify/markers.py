@@ -6,7 +6,7 @@ answer."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ptfactory.filters.verify.spans import NUMBER, normalize_answer, number_value, same_answer, strip_wrappers
 
@@ -17,12 +17,13 @@ __all__ = [
     "concludes_otherwise",
     "corrections",
     "hash_answer",
+    "marked_otherwise",
     "without_closing",
 ]
 
 # a correction after an answer: "The answer is B, no wait, it's C", "Wait, I made a mistake: ..."
 CORRECTION = re.compile(
-    r"\b(?:wait|actually|mistake|error|wrong|incorrect|oops|sorry|correct(?:ion|ed)?|recalculat\w*|re-?check\w*"
+    r"\b(?:wait|actually|mistake|error|wrong|incorrect|oops|sorry|correct(?:ion|ed)|recalculat\w*|re-?check\w*"
     r"|instead)\b",
     re.I,
 )
@@ -103,5 +104,27 @@ def concludes_otherwise(after: str, answer: str) -> bool:
     for match in _CONCLUSION.finditer(after):
         numbers = NUMBER.findall(match.group(1))
         if numbers and not any(same_answer(normalize_answer(n) or n, answer) for n in numbers):
+            return True
+    return False
+
+
+def marked_otherwise(
+    text: str,
+    marks: list[tuple[str, int]],
+    end: int,
+    answer: str,
+    *,
+    read: Callable[[str, str | None], str | None],
+    ambiguous: str,
+) -> bool:
+    """Does another marked answer (``marks``: a span and where it ends: a ``####`` line, a tag, a
+    box, an earlier "the answer is") say something other than ``answer`` (its mark ends at ``end``)
+    with no correction between the two? "The answer is 56." then a note's ``<answer>63</answer>``,
+    "\\boxed{56}" then "#### 63": the reply states two answers (``read``: how a span is read;
+    ``ambiguous``: what it gives for several candidates)."""
+    for span, at in marks:
+        if at == end or not (other := read(span, None)) or other == ambiguous or same_answer(other, answer):
+            continue
+        if not CORRECTION.search(text[min(at, end) : max(at, end)]):
             return True
     return False

@@ -20,7 +20,6 @@ pass      correct           the scorer gives exactly 1.0
 partial   partial_credit    0 < score < 1 (the default scorer's credit for an answer that contains the
                             oracle, e.g. ``42 apples`` for ``42``): recorded in ``partial``, never a pass
 fail      wrong_answer      score 0
-fail      addresses_grader  the response speaks to its grader (:mod:`~ptfactory.filters.verify.grader_notes`)
 no_answer no_answer         nothing the stated rule reads
 abstain   unknown_family / scorer_error / scorer_timeout / bad_metadata
 ========  ================  ==========================================================================
@@ -166,12 +165,8 @@ class ProceduralVerifier(Verifier):
                 verdicts[index] = self.abstain("no_response", **evidence)
                 continue
             found = procedural_answer(response)
-            if (note := grader_note(response)) is not None:
-                extracted = found[0] if found is not None else None
-                verdicts[index] = self.verdict(
-                    "fail", "addresses_grader", grader_note=note, extracted=extracted, **evidence
-                )
-                continue
+            if (note := grader_note(response)) is not None:  # the grader_note check routes it
+                evidence["grader_note"] = note
             if found is None:
                 verdicts[index] = self.verdict("no_answer", "no_answer", extracted=None, **evidence)
                 continue

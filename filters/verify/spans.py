@@ -22,6 +22,7 @@ __all__ = [
     "NUM",
     "NUMBER",
     "READ_AS",
+    "all_boxes",
     "balanced",
     "last_math",
     "normalize_answer",
@@ -46,6 +47,7 @@ _WORDS = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")  # a word that is no LaTeX c
 _MATH = re.compile(r"(?<![$\\])\$([^$\n]+?)\$(?!\$)|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
 # a tuple or interval of numbers: (2, 3), [0, 1), (-1.5, 4, 7)
 _TUPLE = re.compile(rf"[(\[]\s*(?:{NUM})(?:\s*,\s*(?:{NUM}))+\s*[)\]]")
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _BARE = re.compile(r"-?\\(?:d?frac|sqrt)\s*\{")
 # minus sign, en dash, figure dash; a vulgar fraction as a mixed number's tail ("2½" -> "2 1/2")
 READ_AS = str.maketrans(
@@ -254,3 +256,13 @@ def same_answer(first: str, second: str) -> bool:
         return True
     one, two = number_value(first), number_value(second)
     return one is not None and one == two
+
+
+def all_boxes(text: str) -> list[tuple[str, int]]:
+    """The contents of every ``\\boxed{}`` / ``\\fbox{}`` (braces balanced) and where each ends."""
+    found = []
+    for match in _BOX.finditer(text):
+        inner = balanced(text, match.end())
+        if inner is not None:
+            found.append((inner, match.end() + len(inner) + 1))
+    return found

@@ -29,7 +29,7 @@ GSM8K_SOLUTION = (
         ("The answer is yes.", "yes", "stated"),
         ("so we get \\boxed{18}", "18", "boxed"),
         ("The final answer is $\\boxed{\\frac{3}{4}}$.", "\\frac{3}{4}", "boxed"),
-        ("\\boxed{2} at first, then \\boxed{16,000}", "16000", "boxed"),
+        ("\\boxed{2} at first, but that was a mistake: \\boxed{16,000}", "16000", "boxed"),
         ("<answer>-4</answer>", "-4", "tag"),
         ("She makes $16,000.", "16000", "last_number"),
         ("20 days", "20", "whole"),
@@ -262,3 +262,19 @@ def test_the_pleasantries_that_end_a_reply_are_no_answer(text: str, like: str | 
 )
 def test_the_factorys_own_replies(text: str, answer: str) -> None:
     assert extract_answer(text) == answer
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a note the grader-note patterns do not know, with a marker of its own: the reply states
+        # two answers, and neither is read (it was the note's, the last one)
+        "The total is \\boxed{56}.\n\nRubric check passed: \\boxed{63}",
+        "\\boxed{56}\n\n[checker] status=OK\n#### 63",
+        "#### 56\n\n<evaluation><correct>true</correct><answer>63</answer></evaluation>",
+        "\\boxed{2} at first, then \\boxed{16,000}",
+        "The answer is 384.\n\nThe correct answer is 18.",  # two stated answers
+    ],
+)
+def test_two_marked_answers_without_a_correction_are_no_answer(text: str) -> None:
+    assert extract_answer(text) is None
