@@ -152,8 +152,8 @@ def test_generation_assets_with_the_tiny_model(tiny_model: Path, home: Path, tmp
 
 
 def test_a_code_task_in_words_is_asked_as_words_and_a_stub_inside_a_code_block() -> None:
-    """"Write a function ..." inside a ```python block read as code (to the model, and to the harness
-    when the reply lacked the function); a signature with its docstring is completed in one."""
+    """A task in words inside a ```python block read as code (to the model, and to the harness when
+    the reply lacked the function); a signature with its docstring is completed in one."""
     worded = SeedTask(
         id="c2",
         instruction="Write a function digit_sum(n) that returns the sum of the digits of n.",
