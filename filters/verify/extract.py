@@ -124,8 +124,7 @@ _STATED = re.compile(
     rf"\s*(?:is\b|was\b|would\s+be\b|will\s+be\b|:|=)\s*:?\s*(.+?){_END}",
     re.I | re.S,
 )
-# an answer taken back: "You might think the answer is 18, but ..."; a negated one: "is not 18"
-_CONTRAST = re.compile(r"\s*,?\s*but\b", re.I)
+_CONTRAST = re.compile(r"\s*,?\s*but\b", re.I)  # taken back: "You might think the answer is 18, but"
 _NEGATED = re.compile(r"(?:not|n't|never)\b", re.I)
 # "The answer is 20 minus 2, which is 18": an expression, then its value
 _WHICH_IS = re.compile(rf"\s*,?\s*which\s+(?:is|equals|gives|makes)\s+(.+?){_END}", re.I | re.S)
@@ -148,6 +147,11 @@ _TIMES_TEN = re.compile(r"(\d+(?:\.\d+)?)\s*(?:×|\\times|\\cdot|\*)\s*10\s*\^\s
 class Extraction:
     answer: str
     rule: str  # one of RULES
+
+
+def _numeric(answer: str | None) -> bool:
+    """A read answer that holds a number (prose, "straightforward", or a letter compares as none)."""
+    return answer is not None and answer != _AMBIGUOUS and bool(re.search(r"\d", answer))
 
 
 def _has_words(text: str) -> bool:
@@ -194,21 +198,19 @@ def _final_marked(text: str, read: Callable[[str, str | None], str | None]) -> t
     that is an answer, else the last ``<answer>`` block, else the last box, else the last stated
     answer. A stated answer after the deciding ``####`` / tag / box that differs from it wins after
     a correction ("\\boxed{18} ... Wait, I made a mistake ... the correct answer is 17"); without
-    one the two disagree: ``(_AMBIGUOUS, rule)``, as when the deciding answer holds several."""
+    one the two disagree: ``(_AMBIGUOUS, rule)``, as when the deciding answer holds several or an
+    earlier marked answer names another number with no correction between."""
     stated = None
     spans = _stated_spans(text)
     for k in range(len(spans) - 1, -1, -1):
         span, after, start, _ = spans[k]
         if (answer := read(span, after)) is not None:
             stated = (answer, start)
-            # an earlier "the answer is" that differs, with no correction between: two answers
-            for other, other_after, _, other_end in spans[:k]:
-                said = read(other, other_after)
-                differs = (
-                    said not in (None, _AMBIGUOUS) and answer != _AMBIGUOUS and not same_answer(said, answer)
-                )
-                if differs and not CORRECTION.search(text[other_end:start]):
-                    stated = (_AMBIGUOUS, start)
+            earlier = [(said, e) for o, a, _, e in spans[:k] if _numeric(said := read(o, a))]
+            if _numeric(answer) and marked_otherwise(
+                text, earlier, start, answer, read=read, ambiguous=_AMBIGUOUS
+            ):
+                stated = (_AMBIGUOUS, start)
             break
     hashed = [(m.group(1), m.end()) for m in _HASH.finditer(text) if hash_answer(m.group(1))]
     tagged = [(m.group(1), m.end()) for m in _TAG.finditer(text)]
@@ -223,9 +225,7 @@ def _final_marked(text: str, read: Callable[[str, str | None], str | None]) -> t
             text, hashed + tagged + boxes, end, answer, read=read, ambiguous=_AMBIGUOUS
         ):
             return _AMBIGUOUS, rule
-        earlier = [
-            (s, e) for s, _, _, e in spans if e < end and (said := read(s, None)) and said != _AMBIGUOUS
-        ]
+        earlier = [(said, e) for o, a, _, e in spans if e < end and _numeric(said := read(o, a))]
         if answer != _AMBIGUOUS and marked_otherwise(
             text, earlier, end, answer, read=read, ambiguous=_AMBIGUOUS
         ):

@@ -278,3 +278,16 @@ def test_the_factorys_own_replies(text: str, answer: str) -> None:
 )
 def test_two_marked_answers_without_a_correction_are_no_answer(text: str) -> None:
     assert extract_answer(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The answer is simple: we add them. \\boxed{18}",
+        "The answer is straightforward.\n\n#### 18",
+        "The answer is 20 minus 2, which is 18.\n#### 18",
+        "The answer is 18. \\boxed{18}",
+    ],
+)
+def test_an_earlier_stated_answer_in_words_or_the_same_number_is_no_second_answer(text: str) -> None:
+    assert extract_answer(text) == "18"
