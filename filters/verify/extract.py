@@ -65,8 +65,7 @@ time or text, else the ``choice`` / ``yes_no`` / ``time`` / ``text`` fallbacks o
 3", "x = 2 or x = 3") reads the marked answer's numbers, else (``answer_set``) the last that many
 numbers of the reply's last line with numbers.
 
-Two marked answers that differ with no correction between them ("\\boxed{56}" then a note's
-"#### 63"; "The answer is 384." then "The correct answer is 18.") are no answer either.
+Two marked answers that differ with no correction between ("\\boxed{56}", "#### 63") are none either.
 
 Normalisation (:func:`normalize_answer`; :mod:`~ptfactory.filters.verify.spans` lists the rules):
 markup, hedges, currency, ``%``, separators and remarks go, and a unit after a number (``18 days``
@@ -78,6 +77,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from ptfactory.filters.verify.answer_kinds import canonical, fallback_answer, kind_of
 from ptfactory.filters.verify.grader_notes import without_grader_notes
@@ -149,7 +149,7 @@ class Extraction:
     rule: str  # one of RULES
 
 
-def _numeric(answer: str | None) -> bool:
+def _numeric(answer: str | None) -> TypeGuard[str]:
     """A read answer that holds a number (prose, "straightforward", or a letter compares as none)."""
     return answer is not None and answer != _AMBIGUOUS and bool(re.search(r"\d", answer))
 
