@@ -68,19 +68,19 @@ def truncated(row: Mapping[str, Any]) -> bool:
     return ((row.get("provenance") or {}).get("finish_reason")) == "length"
 
 
-def _units(reference: str, response: str, answer: str, evidence: dict[str, Any]) -> None:
+def _units(reference: str, response: str, answer: str, evidence: dict[str, Any]) -> bool | None:
     """Where the reference names a unit of a known kind and the reply writes its answer in another
     unit of that kind ("20 seconds" against "20 minutes"): the units in the evidence, and whether
-    the converted value equals the reference's (``_converted``, read by ``_decide``)."""
+    the converted value equals the reference's (None: no other unit)."""
     value = number_value(answer)
     expected = reference_unit(reference)
     if value is None or expected is None:
-        return
+        return None
     got = reply_unit(after_thinking(response), value, expected[1][0])
     if got is None or got[1][1] == expected[1][1]:
-        return
+        return None
     evidence.update(unit=got[1][1], expected_unit=expected[1][1])
-    evidence["_converted"] = value * got[1][2] / expected[1][2] == expected[0]
+    return value * got[1][2] / expected[1][2] == expected[0]
 
 
 class AnswerVerifier(Verifier):
@@ -100,7 +100,7 @@ class AnswerVerifier(Verifier):
 
     def verify_many(self, rows: Sequence[Mapping[str, Any]]) -> list[Verdict]:
         verdicts: list[Verdict | None] = [None] * len(rows)
-        asked: list[tuple[int, str, str, dict[str, Any]]] = []
+        asked: list[tuple[int, str, str, dict[str, Any], bool | None]] = []
         for index, row in enumerate(rows):
             if not self.applies(row):
                 verdicts[index] = self.not_applicable()
@@ -129,20 +129,23 @@ class AnswerVerifier(Verifier):
                     *(("pass", "correct") if agree else ("fail", "wrong_answer")), **evidence
                 )
                 continue
-            _units(str(reference["answer"]), response, found.answer, evidence)
-            asked.append((index, expected, found.answer, evidence))
-        comparisons = self.pool.compare_many([(gold, pred) for _, gold, pred, _ in asked])
-        for (index, _, _, evidence), comparison in zip(asked, comparisons, strict=True):
-            verdicts[index] = self._decide(comparison, evidence)
+            converted = _units(str(reference["answer"]), response, found.answer, evidence)
+            asked.append((index, expected, found.answer, evidence, converted))
+        comparisons = self.pool.compare_many([(gold, pred) for _, gold, pred, _, _ in asked])
+        for (index, _, _, evidence, converted), comparison in zip(asked, comparisons, strict=True):
+            verdicts[index] = self._decide(comparison, evidence, converted)
         return [v if v is not None else self.abstain("lost") for v in verdicts]
 
-    def _decide(self, comparison: Comparison, evidence: dict[str, Any]) -> Verdict:
+    def _decide(
+        self, comparison: Comparison, evidence: dict[str, Any], converted: bool | None = None
+    ) -> Verdict:
+        """math-verify's comparison as a verdict; ``converted``: the reply's answer, in another unit
+        of the reference's kind, equals the reference once converted (None: no other unit)."""
         shown: dict[str, Any] = {
             "gold_parsed": comparison.gold_parsed,
             "pred_parsed": comparison.pred_parsed,
             **({"error": comparison.error} if comparison.error else {}),
         }
-        converted = evidence.pop("_converted", None)
         if converted is not None and comparison.status in ("equal", "different"):  # another unit
             verdict, reason = ("pass", "correct") if converted else ("fail", "wrong_unit")
             return self.verdict(verdict, reason, **evidence, **shown)

@@ -37,6 +37,7 @@ judges gave her 9 points") are none of these: only these shapes count. Code bloc
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["grader_note", "without_grader_notes"]
@@ -149,6 +150,9 @@ def _masked(prose: str) -> str:
     return _PUPILS.sub(lambda m: m.group(0)[: m.start(1) - m.start()] + "kids", prose)
 
 
+# a reply is asked about more than once (the extractor, the answer verifier, the grader_note
+# check's applies() and verify): one scan each
+@functools.lru_cache(maxsize=4096)
 def grader_note(text: str | None) -> str | None:
     """The first sentence of ``text`` (outside code blocks) that addresses its grader, else None."""
     if not text:

@@ -12,7 +12,7 @@ from ptfactory.assets.generation import candidate_instructions, candidate_respon
 from ptfactory.assets.resources import factory_resources
 from ptfactory.assets.seeds import seed_tasks
 from ptfactory.engines.base import Completion, Conversation, Engine, SamplingParams
-from ptfactory.generators.config import GenerationConfig
+from ptfactory.generators.config import GenerationConfig, SamplingConfig
 from ptfactory.generators.instructions import generate_instructions
 from ptfactory.generators.responses import generate_responses
 from ptfactory.generators.seeds import SeedTask, seeds_to_table
@@ -82,20 +82,19 @@ def test_instructions_keep_parse_failures_with_raw_text() -> None:
     assert all(r["provenance"]["model"] == "scripted" for r in evolved)
 
 
+def _seeds_only(seeds: pa.Table, engine: Engine) -> pa.Table:
+    """The instruction stage with no new instructions: the seeds themselves, to be answered."""
+    none = {"self_instruct": {"count": 0}, "evol_instruct": {"count": 0}, "code": {"count": 0}}
+    instructions, _ = generate_instructions(seeds, engine, GenerationConfig.model_validate(none), "b")
+    return instructions
+
+
 def test_responses_sample_n_and_add_references() -> None:
     engine = Scripted(
         model_id="scripted", replies={"Complete the following": "```python\ndef inc(x): return x+1\n```"}
     )
     seeds = seeds_to_table(SEEDS, "b")
-    instructions, _ = generate_instructions(
-        seeds,
-        engine,
-        GenerationConfig.model_validate(
-            {"self_instruct": {"count": 0}, "evol_instruct": {"count": 0}, "code": {"count": 0}}
-        ),
-        "b",
-    )
-    from ptfactory.generators.config import SamplingConfig
+    instructions = _seeds_only(seeds, engine)
 
     table, stats = generate_responses(instructions, seeds, engine, SamplingConfig(n=2, temperature=0.0))
     validate_table(table)
@@ -163,15 +162,7 @@ def test_a_code_task_in_words_is_asked_as_words_and_a_stub_inside_a_code_block()
     )
     seeds = seeds_to_table([SEEDS[2], worded], "b")
     engine = Scripted(model_id="scripted", replies={})
-    instructions, _ = generate_instructions(
-        seeds,
-        engine,
-        GenerationConfig.model_validate(
-            {"self_instruct": {"count": 0}, "evol_instruct": {"count": 0}, "code": {"count": 0}}
-        ),
-        "b",
-    )
-    from ptfactory.generators.config import SamplingConfig
+    instructions = _seeds_only(seeds, engine)
 
     table, _ = generate_responses(instructions, seeds, engine, SamplingConfig(n=1, temperature=0.0))
     asked = {
