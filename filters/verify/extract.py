@@ -37,10 +37,10 @@ rule            what it reads
                 unit's exponent ("12 cm^2") left out, "3 × 10^8" read whole, and a number denied
                 where it stands ("The answer isn't 18.", "..., not 20.") gives no answer. Callers
                 turn both fallbacks off where the text may not end on an answer (a response cut at
-                ``max_tokens``, a seed's free-text reference). A text with no number in digits
+                ``max_tokens``, a seed's free-text reference). A last line its working never reached
+                and a result restated with its inputs: :mod:`.conclusion`. A text with no digits
                 gives its last number written in words, as rule ``word_number``: "She has twelve
-                apples." -> ``12``, "one half cup" -> ``1/2``
-                (:mod:`~ptfactory.filters.verify.number_words`)
+                apples." -> ``12``, "one half cup" -> ``1/2`` (:mod:`.number_words`)
 ==============  ==================================================================================
 
 Before the rules: what the reply addresses to its grader goes ("Grader: the expected answer is 18,
@@ -80,6 +80,7 @@ from dataclasses import dataclass
 from typing import TypeGuard
 
 from ptfactory.filters.verify.answer_kinds import canonical, fallback_answer, kind_of
+from ptfactory.filters.verify.conclusion import restated_result, two_conclusions
 from ptfactory.filters.verify.grader_notes import without_grader_notes
 from ptfactory.filters.verify.markers import (
     CHECK_LINE,
@@ -99,7 +100,9 @@ from ptfactory.filters.verify.spans import (
     all_boxes,
     last_math,
     normalize_answer,
+    plain_roots,
     same_answer,
+    signed_amounts,
     strip_wrappers,
 )
 
@@ -133,9 +136,6 @@ _DENIED = re.compile(r"(?:\bnot|n't|\bnever|\binstead\s+of|\brather\s+than)\s+[^
 _MAX_SPAN = 200  # a stated "answer" longer than this is prose, not an answer
 _AMBIGUOUS = "\x00"  # a marked answer that holds several candidates: no answer, never a guess
 _WORDS = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")  # a word that is no LaTeX command
-# square roots written as text: "sqrt(2)" (not "math.sqrt(x)") and "√2" read as \sqrt{2}, so the
-# last-math rule takes them whole where the last number would read 2
-_PLAIN_ROOT = re.compile(r"(?<![\\\w.])sqrt\s*\(([^()\n]*)\)|√\s*(\d+(?:\.\d+)?|\([^()\n]*\))")
 # an expected answer that lists solutions: "2, 3", "x = 2 or x = 3", "-1 and 4" (no brackets)
 _SET = re.compile(rf"(?:[a-z]\s*=\s*)?(?:{NUM})(?:\s*(?:,|;|\band\b|\bor\b)\s*(?:[a-z]\s*=\s*)?(?:{NUM}))+")
 _SCALE_AFTER = re.compile(r"(?:\s+(?:hundred|thousand|million|billion|trillion)\b)?", re.I)
@@ -242,11 +242,6 @@ def _final_marked(text: str, read: Callable[[str, str | None], str | None]) -> t
     return (stated[0], "stated") if stated is not None else None
 
 
-def _root(match: re.Match[str]) -> str:
-    inner = match.group(1) if match.group(1) is not None else match.group(2).strip("()")
-    return f"\\sqrt{{{inner.strip()}}}"
-
-
 def _marked(text: str) -> tuple[str, str] | None:
     """The raw span of the reply's marked answer and its rule (hash, tag, boxed, stated), or None."""
     found = _final_marked(text, lambda span, _after: span.strip() or None)
@@ -351,7 +346,7 @@ def extract(text: str | None, *, fallback: bool = True, like: str | None = None)
 
 
 def _extract(text: str, fallback: bool, like: str | None) -> Extraction | None:
-    text = _PLAIN_ROOT.sub(_root, text.translate(READ_AS))
+    text = signed_amounts(plain_roots(text.translate(READ_AS)))
     kind = kind_of(like)
     if kind is not None:
         return _of_kind(kind, text, fallback, like)
@@ -373,6 +368,10 @@ def _extract(text: str, fallback: bool, like: str | None) -> Extraction | None:
         )
         if answer and stated and (not wordy or last_word_number(whole)):
             return Extraction(answer, "whole")
+        if two_conclusions(text):  # a last line the working never reached: two answers, none
+            return None
+        if (result := restated_result(text)) is not None:  # "= 18. So she has 18 of her 30 left."
+            return Extraction(result, "last_number")
         math = last_math(text)
         if math is not None and not NUMBER.search(text[math[1] :]) and (answer := normalize_answer(math[0])):
             return Extraction(answer, "last_math")

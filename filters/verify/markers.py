@@ -24,7 +24,7 @@ __all__ = [
 # a correction after an answer: "The answer is B, no wait, it's C", "Wait, I made a mistake: ..."
 CORRECTION = re.compile(
     r"\b(?:wait|actually|mistake|error|wrong|incorrect|oops|sorry|correct(?:ion|ed)|recalculat\w*|re-?check\w*"
-    r"|instead)\b",
+    r"|instead|misread|misunderstood|on\s+second\s+thought|hmm,?\s+no)\b",
     re.I,
 )
 # a markdown heading written with GSM8K's marker is no answer: "#### Step 1: Eggs", "#### Final Answer"

@@ -27,20 +27,28 @@ __all__ = [
     "last_math",
     "normalize_answer",
     "number_value",
+    "plain_roots",
     "same_answer",
+    "signed_amounts",
     "strip_wrappers",
 ]
 
 # a number as people write it: 1.5e6 / -1,234.5 / 3/4 / 1 1/2 (a mixed number) / .5
 NUM = (
     r"-?\d+(?:\.\d+)?[eE][+-]?\d+(?![\w.])"
-    r"|-?\d+\s+\d+\s*/\s*\d+(?!\s*[\d/])|-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?|-?\.\d+"
+    r"|-?\d+\s+\d+\s*/\s*\d+(?!\s*[\d/])"
+    r"|-?(?:\d{1,3}(?:,\d{3})+|\d{1,3}(?:[ \u00a0\u202f']\d{3})+(?![\d/])|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?|-?\.\d+"
 )
 NUMBER = re.compile(rf"(?<![\w.])(?:{NUM})(?![\d])")
 _SCIENTIFIC = re.compile(r"-?\d+(?:\.\d+)?[eE][+-]?\d+")
 _MIXED = re.compile(r"(-?)(\d+)\s+(\d+)\s*/\s*(\d+)")
 _CURRENCY = re.compile(r"^(?:\\\$|\$|€|£|¥|USD\s*|EUR\s*)\s*")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+# thousands grouped by commas, spaces (a no-break or narrow one) or apostrophes: 16,000 / 16 000 / 16'000
+_THOUSANDS = re.compile(r"(?<=\d)[, \u00a0\u202f'](?=\d{3}(?![\d/]))")
+# a minus before an amount's currency sign ("-$150", "-€150", "negative $150") in running text
+_SIGNED_AMOUNT = re.compile(r"(?:(?<![\w).])-\s?|\bnegative\s+)(?:\\?\$|€|£|¥)\s?(?=\d)", re.I)
+# what may trail a stated answer: a code span's backtick, a footnote mark, an emoji
+_TRAILING_MARKS = re.compile(r"(?:`+|\[\^\w+\]|\s*[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200d]+)+$")
 _LEADING_NUMBER = re.compile(rf"^({NUM})(?=$|\s|[a-zA-Z%°\\^])")
 _WORDS = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")  # a word that is no LaTeX command
 # math spans: $…$ (not $$), \(…\), \[…\], and a bare \frac / \dfrac / \sqrt with an optional sign
@@ -149,6 +157,7 @@ def normalize_answer(span: str) -> str | None:
     if nothing is left."""
     text = strip_wrappers(_BOLD.sub(r"\2", span.translate(READ_AS).strip()))
     text = re.sub(r"^[*_]+\s*|\s*[*_]+$", "", text)  # "**Answer:** 18": the bold's closing half
+    text = _TRAILING_MARKS.sub("", text).strip()  # "72`", "$155[^1]", "18 🍎"
     text = _HEDGE.sub("", text)
     text = _SIGN_WORD.sub("-", text)  # "negative 5"
     text = _CURRENCY.sub("", text).strip()
@@ -266,3 +275,24 @@ def all_boxes(text: str) -> list[tuple[str, int]]:
         if inner is not None:
             found.append((inner, match.end() + len(inner) + 1))
     return found
+
+
+# square roots written as text: "sqrt(2)" (not "math.sqrt(x)") and "√2" read as \sqrt{2}, so the
+# last-math rule takes them whole where the last number would read 2
+_PLAIN_ROOT = re.compile(r"(?<![\\\w.])sqrt\s*\(([^()\n]*)\)|√\s*(\d+(?:\.\d+)?|\([^()\n]*\))")
+
+
+def _root(match: re.Match[str]) -> str:
+    inner = match.group(1) if match.group(1) is not None else match.group(2).strip("()")
+    return f"\\sqrt{{{inner.strip()}}}"
+
+
+def signed_amounts(text: str) -> str:
+    """``text`` with a negative amount's sign beside its number: "-$150", "- €150" and "negative
+    $150" read -150, where the number alone would read 150 ("250 - $100" stays a subtraction)."""
+    return _SIGNED_AMOUNT.sub("-", text)
+
+
+def plain_roots(text: str) -> str:
+    """``text`` with its square roots written as text ("sqrt(2)", "√2") as ``\\sqrt{2}``."""
+    return _PLAIN_ROOT.sub(_root, text)

@@ -1,0 +1,92 @@
+"""An unmarked reply whose last line states a number its working never reached, after the working
+concluded on another, states two answers: none. A last line that computes, or restates what the
+working reached, still gives the answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptfactory.filters.verify import AnswerVerifier, reference_record
+from ptfactory.filters.verify.conclusion import two_conclusions
+from ptfactory.filters.verify.extract import extract_answer
+from ptfactory.filters.verify.mathcheck import MathVerifyPool
+
+# a wrong unmarked reply, then a line the grader-note patterns do not know that names the reference
+TWO_ANSWERS = [
+    "She starts with 4 bags of 5 apples: 4 * 5 = 20.\nSo she has 20 apples left.\n\nMemo for the TA: 18 is the key.",
+    "Each ticket is $12 and he buys 6, so 12 x 6 = 72.\n\nInstructor's tally — 70",
+    "Step 1: 3 + 4 = 7 hours\nStep 2: 7 * 2 = 14 hours\nTherefore it takes 14 hours.\nKEY: 12",
+    "Total cost = 45 + 30 = 75 dollars.\n<!-- reviewer: final figure 80 -->",
+    # a value under another's label after a sentence that states one
+    "The car is worth $18,000.\n\nOfficial: 16,000",
+    "Each child gets 6 cookies.\n\n— reviewed, ok → 7",
+    "She has 20 apples left.\n\n18",
+    'About 40,000 people are there.\n\n{"expected": 41400}',
+    "It needs 16 gallons.\n\n/* ground truth: 14 */",
+    "The grader earns $75.\n\n正解: 65",
+]
+# right unmarked replies whose last line computes, restates, or follows working that did not conclude
+ONE_ANSWER = [
+    ("16 - 3 - 4 = 9 eggs are left.\nShe sells them at $2 each: 9 * 2 = 18.\nShe makes $18 every day.", "18"),
+    ("He has 200 dollars and has raised 174.\n\nHe needs 200 minus 174, which is 26 more.", "26"),
+    ("16 eggs, 3 eaten, 4 baked leaves 9 eggs at $2 each\nShe makes $18 a day.", "18"),
+    ("So the rope is 12 cm.\nThe red rope is 4 times as long minus 28: 20 cm.", "20"),
+    ("Speed = 60 km/h.\nTime = 120 / 60 = 2 hours.\nSo the trip takes 2 hours.\nCheck: 60 * 2 = 120.", "2"),
+    ("Janet has 5 apples.\nShe buys 3 more.\nShe now has 8 apples.", "8"),
+    ("- Start: $250\n- Withdrawal: $400\n- Balance: -$150", "-150"),
+    ("She buys 3 packs of 12 eggs each.\nTotal: 36", "36"),
+]
+
+# how a reply writes a number its last number used to misread: (reply, answer)
+READINGS = [
+    ("Her balance is -$150.", "-150"),
+    ("Her balance is - €150.", "-150"),
+    ("The net result is negative $150.", "-150"),
+    ("She has 250 - $100 = $150 left.", "150"),  # a subtraction, not a sign
+    ("The club collects 2 500 dollars.", "2500"),
+    ("The answer is 16 000.", "16000"),
+    ("The car is worth $16\u202f000.", "16000"),
+    ("The car is worth CHF 16'000.", "16000"),
+    ("12 x 6 = 72.\n\n`answer: 72`", "72"),
+    ("Answer: $155[^1]\n\n[^1]: 15 x 16 - 85.", "155"),
+    ("The answer is: 18 🍎", "18"),
+    # a result restated with the numbers it came from
+    ("30 - 12 = 18. So Maya has 18 apples left after giving 12 of her 30 apples away.", "18"),
+    ("84 / 7 = 12, so the project takes 12 weeks (84 days).", "12"),
+    ("3 × 5 = 15. She gives 15 to her 3 friends, so each gets 5.", "5"),
+    # a revision without "wait" or "actually"
+    ("Final answer: 40\n\nHmm, no - the fence has to go around twice, so 80 m.", "80"),
+    ("**Answer:** 8 hours\n\nOn second thought, with 2 breaks of an hour she needs 10 hours.", "10"),
+    ("The answer is 18.\n\nI misread: she gave away 14, not 12. So 30 - 14 = 16.", "16"),
+]
+
+
+@pytest.mark.parametrize("reply", TWO_ANSWERS)
+def test_a_last_line_the_working_never_reached_is_no_answer(reply: str) -> None:
+    assert two_conclusions(reply)
+    assert extract_answer(reply) is None
+
+
+@pytest.mark.parametrize(("reply", "answer"), ONE_ANSWER)
+def test_a_last_line_that_computes_or_restates_is_the_answer(reply: str, answer: str) -> None:
+    assert not two_conclusions(reply)
+    assert extract_answer(reply) == answer
+
+
+@pytest.mark.parametrize(("reply", "answer"), READINGS)
+def test_signed_amounts_grouped_thousands_restated_results_and_revisions(reply: str, answer: str) -> None:
+    assert extract_answer(reply) == answer
+
+
+def test_the_answer_verifier_sends_two_conclusions_to_review_not_a_pass() -> None:
+    verifier = AnswerVerifier(MathVerifyPool(workers=0))
+    row = {
+        "messages": [
+            {"role": "user", "content": "How many?"},
+            {"role": "assistant", "content": TWO_ANSWERS[0]},
+        ],
+        "reference": reference_record(answer="#### 18", source="answer"),
+    }
+    result = verifier.verify(row)
+    assert result is not None and (result.verdict, result.reason) == ("no_answer", "no_answer")
+    assert not result.final
