@@ -14,6 +14,9 @@ the words on which the two instructions differ are themselves a paraphrase:
   code task call its entry point, so another entry point is another task.
 - **names** (capitalised words inside a sentence, acronyms: Ann, Hamlet, French, SQL): each side naming
   someone or something the other does not is another task ("How old is Ann" / "How old is Tom").
+- **identifiers** (file names such as ``calc.py`` or ``README.md``, and code in backticks): each side naming a
+  file or an identifier the other does not is another task ("Some tests in test_calc.py fail" / "Rename
+  `slugify_text` to `slugify`": agent tasks worded alike, cosine 0.59, merged before).
 - **aligned wording**: when the two instructions are one template (their word sequences match at
   ``min_alignment`` or more), each span one replaces with another, and the words only one side holds, are
   embedded on their own and must reach ``min_substitution`` ("largest" / "biggest" 0.94; "ascending" /
@@ -64,6 +67,8 @@ _TOKEN = re.compile(r"\d+(?:[.,:/]\d+)*|[A-Za-z]+|[+\-*/=<>^%]")
 _NAME = re.compile(r"\b[A-Z][A-Za-z]*")
 # a function an instruction names: `def name(`, `function name(`, or a call-like snake_case / camelCase name
 _ENTRY = re.compile(r"\b(?:(?:def|function)\s+([A-Za-z_]\w*)|([a-z]\w*_\w*|[a-z]+[A-Z]\w*))\s*\(")
+# a file an instruction names ("calc.py", "config/app.yaml") or code it quotes in backticks
+_IDENT = re.compile(r"`([^`\n]+)`|(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[a-z][a-z0-9]{0,4})\b(?![\w(])")
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,18 @@ def _names(text: str) -> set[str]:
     return found
 
 
+def _identifiers(text: str) -> set[str]:
+    """The files ``text`` names and the code it quotes in backticks (a sentence's "e.g." or "3.5" is
+    neither: a file's extension starts with a letter and the name holds one)."""
+    found = set()
+    for match in _IDENT.finditer(text):
+        quoted, path = match.groups()
+        name = (quoted or path).strip()
+        if quoted or (re.search(r"[A-Za-z_]", path.rsplit(".", 1)[0]) and len(path.rsplit(".", 1)[0]) > 1):
+            found.add(name.lower())
+    return found
+
+
 def _content(words: Sequence[str]) -> list[str]:
     return [w for w in words if w not in STOP and w not in BOILERPLATE]
 
@@ -145,7 +162,7 @@ def _swapped(a: list[str], b: list[str]) -> bool:
 @dataclass(frozen=True)
 class PairVerdict:
     same: bool
-    reason: str  # "paraphrase", "numbers", "names", "swapped", "substitution"
+    reason: str  # "paraphrase", "numbers", "functions", "identifiers", "names", "swapped", "substitution"
     detail: str = ""  # the differing values, names or spans
 
 
@@ -174,6 +191,10 @@ def check_pairs(
         fb = {m.group(1) or m.group(2) for m in _ENTRY.finditer(b)}
         if fa - fb and fb - fa:  # another entry point: the tests call another function
             verdicts.append(PairVerdict(False, "functions", f"{sorted(fa - fb)} / {sorted(fb - fa)}"))
+            continue
+        ia, ib = _identifiers(a), _identifiers(b)
+        if ia - ib and ib - ia:  # another file or identifier: another task
+            verdicts.append(PairVerdict(False, "identifiers", f"{sorted(ia - ib)} / {sorted(ib - ia)}"))
             continue
         names = _names(a) | _names(b)
         wa, wb = [t.text for t in ta], [t.text for t in tb]

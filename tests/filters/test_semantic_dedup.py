@@ -104,6 +104,13 @@ def test_a_row_a_verifier_can_check_represents_its_task(model: MiniLM) -> None:
         (SIBLINGS[4], SIBLINGS[5], "names"),
         (FAMILY[0], SIBLINGS[0], "substitution"),
         ("Implement is_even(n) for an integer n.", "Implement is_odd(n) for an integer n.", "functions"),
+        (  # agent tasks worded alike (cosine 0.59): other files, other identifiers
+            "Some tests in test_calc.py fail. Find the bug in calc.py and fix it so that `python3 -m unittest` "
+            "passes. Do not edit the tests.",
+            "Rename the function `slugify_text` to `slugify` everywhere in the project (its definition and "
+            "every use), so that `python3 -m unittest` passes.",
+            "identifiers",
+        ),
         (
             "Write a function that converts a temperature from Celsius to Fahrenheit.",
             "Write a function that converts a temperature from Fahrenheit to Celsius.",
