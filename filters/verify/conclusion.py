@@ -22,8 +22,13 @@ import re
 from ptfactory.filters.verify.markers import CHECK_LINE
 from ptfactory.filters.verify.spans import NUM, NUMBER, normalize_answer, number_value
 
-__all__ = ["restated_result", "two_conclusions"]
+__all__ = ["hedged", "last_number", "restated_result", "two_conclusions"]
 
+# a number denied where it stands: "The answer isn't 18.", "..., not 20."
+_DENIED = re.compile(r"(?:\bnot|n't|\bnever|\binstead\s+of|\brather\s+than)\s+[^.;,\d\n]{0,20}$", re.I)
+_SCALE_AFTER = re.compile(r"(?:\s+(?:hundred|thousand|million|billion|trillion)\b)?", re.I)
+# scientific notation written out: "3 × 10^8", "1.5 \times 10^{6}"
+_TIMES_TEN = re.compile(r"(\d+(?:\.\d+)?)\s*(?:×|\\times|\\cdot|\*)\s*10\s*\^\s*\{?\s*(-?\d+)\s*\}?")
 # a line that computes: an operator between numbers, "=", or an operation in words
 _COMPUTES = re.compile(
     r"[\d)%]\s*[-+*/×÷x^]\s*[$(]?\d|=|\\(?:times|cdot|div|frac)\b|\b(?:plus|minus|times|divided|multipl\w*"
@@ -64,6 +69,35 @@ _OWN_LABEL = re.compile(r"^\W*(?:final\s+)?(?:answer|result|total|sum|answer\s+i
 def _sentence(line: str) -> bool:
     """A line written as a sentence, not as a label and a value: "The car is worth $18,000."."""
     return not _FRAGMENT.match(line.strip()) and len(re.findall(r"[^\W\d_]{2,}", line)) >= 3
+
+
+# the last number offered as one of two, or doubted: "20, or maybe 18", "Either 16 or 18", "about 10
+# hours, possibly 8", "(8?)", "Though 25 also seems plausible", "my friend got $100"
+_HEDGED = re.compile(
+    r"\b(?:either(?!\s+way)|or|maybe|perhaps|possibly|plausible|though|unsure|not\s+sure|could\s+be|might\s+(?:be|get)"
+    r"|(?:friend|teacher|book|key|someone|others?)\s+(?:got|says?|said|has|had|thinks?))\b|\?",
+    re.I,
+)
+# a range ending on the last number: "between 16 and 18", "between $16,000 and "
+_BETWEEN = re.compile(rf"\bbetween\s+[$€£¥]?(?:{NUM})(?:\s+[a-z]+)?\s+and\s+[$€£¥]?$", re.I)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def hedged(text: str) -> bool:
+    """True when the sentence holding ``text``'s last number offers it beside another or doubts it,
+    and a number before it says something else: the reply commits to no answer."""
+    sentences = [part for part in _SENTENCE_END.split(text.strip()) if NUMBER.search(part)]
+    if not sentences or _COMPUTES.search(sentences[-1]):
+        return False
+    last = sentences[-1]
+    numbers = list(NUMBER.finditer(last))
+    before = last[: numbers[-1].start()]
+    # the doubt between the number before and the last one, or after the last
+    doubt = before[numbers[-2].end() if len(numbers) > 1 else 0 :] + last[numbers[-1].end() :]
+    if not _HEDGED.search(doubt) and not _BETWEEN.search(before):
+        return False
+    earlier = _values(before) | _values("".join(sentences[:-1])[-400:])
+    return bool(earlier - _values(numbers[-1].group(0)))
 
 
 def two_conclusions(text: str) -> bool:
@@ -110,3 +144,26 @@ def restated_result(text: str) -> str | None:
     if all(_values(n.group(0)) <= inputs for n in after):
         return normalize_answer(last.group(1))
     return None
+
+
+def last_number(text: str) -> str | None:
+    """The last number of ``text`` (a check after the answer left out), with a scale word after it
+    ("2.5 thousand" is 2500, not 2.5)."""
+    lines = text.rstrip().splitlines()
+    while len(lines) > 1 and CHECK_LINE.match(lines[-1]):
+        lines.pop()
+    text = "\n".join(lines)
+    # not a unit's exponent: "12 cm^2" ends on 12
+    numbers = [n for n in NUMBER.finditer(text) if not re.search(r"[a-zA-Z}]\^\{?$", text[: n.start()])]
+    while len(numbers) > 1 and re.match(r"-[a-zA-Z]", text[numbers[-1].end() :]):
+        numbers.pop()  # an adjective's number: "84 kilometres on each 4-week cycle" ends on 84
+    if not numbers:
+        return None
+    if _DENIED.search(text[: numbers[-1].start()]):  # "The answer is not 18.": no answer
+        return None
+    powers = [m for m in _TIMES_TEN.finditer(text) if m.end() >= numbers[-1].end()]
+    if powers:  # "3 × 10^8 m/s": 300000000, not 8
+        return normalize_answer(f"{powers[-1].group(1)}e{powers[-1].group(2)}") or ""
+    scale = _SCALE_AFTER.match(text, numbers[-1].end())
+    answer = normalize_answer(numbers[-1].group(0) + (scale.group(0) if scale else ""))
+    return answer or None

@@ -80,10 +80,9 @@ from dataclasses import dataclass
 from typing import TypeGuard
 
 from ptfactory.filters.verify.answer_kinds import canonical, fallback_answer, kind_of
-from ptfactory.filters.verify.conclusion import restated_result, two_conclusions
+from ptfactory.filters.verify.conclusion import hedged, last_number, restated_result, two_conclusions
 from ptfactory.filters.verify.grader_notes import without_grader_notes
 from ptfactory.filters.verify.markers import (
-    CHECK_LINE,
     CORRECTION,
     after_thinking,
     concludes_otherwise,
@@ -131,16 +130,11 @@ _CONTRAST = re.compile(r"\s*,?\s*but\b", re.I)  # taken back: "You might think t
 _NEGATED = re.compile(r"(?:not|n't|never)\b", re.I)
 # "The answer is 20 minus 2, which is 18": an expression, then its value
 _WHICH_IS = re.compile(rf"\s*,?\s*which\s+(?:is|equals|gives|makes)\s+(.+?){_END}", re.I | re.S)
-# a number denied where it stands: "The answer isn't 18.", "..., not 20."
-_DENIED = re.compile(r"(?:\bnot|n't|\bnever|\binstead\s+of|\brather\s+than)\s+[^.;,\d\n]{0,20}$", re.I)
 _MAX_SPAN = 200  # a stated "answer" longer than this is prose, not an answer
 _AMBIGUOUS = "\x00"  # a marked answer that holds several candidates: no answer, never a guess
 _WORDS = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")  # a word that is no LaTeX command
 # an expected answer that lists solutions: "2, 3", "x = 2 or x = 3", "-1 and 4" (no brackets)
 _SET = re.compile(rf"(?:[a-z]\s*=\s*)?(?:{NUM})(?:\s*(?:,|;|\band\b|\bor\b)\s*(?:[a-z]\s*=\s*)?(?:{NUM}))+")
-_SCALE_AFTER = re.compile(r"(?:\s+(?:hundred|thousand|million|billion|trillion)\b)?", re.I)
-# scientific notation written out: "3 × 10^8", "1.5 \times 10^{6}"
-_TIMES_TEN = re.compile(r"(\d+(?:\.\d+)?)\s*(?:×|\\times|\\cdot|\*)\s*10\s*\^\s*\{?\s*(-?\d+)\s*\}?")
 
 
 @dataclass(frozen=True)
@@ -207,8 +201,9 @@ def _final_marked(text: str, read: Callable[[str, str | None], str | None]) -> t
         if (answer := read(span, after)) is not None:
             stated = (answer, start)
             earlier = [(said, e) for o, a, _, e in spans[:k] if _numeric(said := read(o, a))]
-            if _numeric(answer) and marked_otherwise(
-                text, earlier, start, answer, read=read, ambiguous=_AMBIGUOUS
+            if _numeric(answer) and (
+                marked_otherwise(text, earlier, start, answer, read=read, ambiguous=_AMBIGUOUS)
+                or concludes_otherwise(after, answer)
             ):
                 stated = (_AMBIGUOUS, start)
             break
@@ -296,31 +291,6 @@ def _of_kind(kind: str, text: str, fallback: bool, like: str | None) -> Extracti
     return Extraction(found, kind) if found else None
 
 
-def _last_number(text: str) -> Extraction | None:
-    """The last number of ``text`` (a check after the answer left out), with a scale word after it
-    ("2.5 thousand" is 2500, not 2.5)."""
-    lines = text.rstrip().splitlines()
-    while len(lines) > 1 and CHECK_LINE.match(lines[-1]):
-        lines.pop()
-    text = "\n".join(lines)
-    # not a unit's exponent: "12 cm^2" ends on 12
-    numbers = [n for n in NUMBER.finditer(text) if not re.search(r"[a-zA-Z}]\^\{?$", text[: n.start()])]
-    while len(numbers) > 1 and re.match(r"-[a-zA-Z]", text[numbers[-1].end() :]):
-        numbers.pop()  # an adjective's number: "84 kilometres on each 4-week cycle" ends on 84
-    if not numbers:
-        return None
-    if _DENIED.search(text[: numbers[-1].start()]):  # "The answer is not 18.": no answer
-        return None
-    powers = [m for m in _TIMES_TEN.finditer(text) if m.end() >= numbers[-1].end()]
-    if powers:  # "3 × 10^8 m/s": 300000000, not 8
-        return Extraction(
-            normalize_answer(f"{powers[-1].group(1)}e{powers[-1].group(2)}") or "", "last_number"
-        )
-    scale = _SCALE_AFTER.match(text, numbers[-1].end())
-    answer = normalize_answer(numbers[-1].group(0) + (scale.group(0) if scale else ""))
-    return Extraction(answer, "last_number") if answer else None
-
-
 def extract(text: str | None, *, fallback: bool = True, like: str | None = None) -> Extraction | None:
     """The final answer ``text`` states and the rule that found it; None when it states none (or
     its marked answer holds several candidates: "The answer is 18 or 20").
@@ -368,7 +338,7 @@ def _extract(text: str, fallback: bool, like: str | None) -> Extraction | None:
         )
         if answer and stated and (not wordy or last_word_number(whole)):
             return Extraction(answer, "whole")
-        if two_conclusions(text):  # a last line the working never reached: two answers, none
+        if two_conclusions(text) or hedged(text):  # two answers, or a doubted one: none
             return None
         if (result := restated_result(text)) is not None:  # "= 18. So she has 18 of her 30 left."
             return Extraction(result, "last_number")
@@ -376,7 +346,7 @@ def _extract(text: str, fallback: bool, like: str | None) -> Extraction | None:
         if math is not None and not NUMBER.search(text[math[1] :]) and (answer := normalize_answer(math[0])):
             return Extraction(answer, "last_math")
         if NUMBER.search(text):
-            return _last_number(text)
+            return Extraction(answer, "last_number") if (answer := last_number(text)) is not None else None
         if answer := last_word_number(text):  # no digits: "There are three cats."
             return Extraction(answer, "word_number")
     return None

@@ -8,7 +8,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from ptfactory.filters.verify.spans import NUMBER, normalize_answer, number_value, same_answer, strip_wrappers
+from ptfactory.filters.verify.spans import (
+    NUM,
+    NUMBER,
+    normalize_answer,
+    number_value,
+    same_answer,
+    strip_wrappers,
+)
 
 __all__ = [
     "CHECK_LINE",
@@ -48,6 +55,8 @@ _CLOSER = re.compile(
     r"|\bfollow-?ups?\b[^.!?\n]*\bwelcome\b",
     re.I,
 )
+# an equation's result: "= 18", "= $1,200"
+_RESULT = re.compile(rf"=\s*(?:\\?\$|€|£|¥)?\s*({NUM})(?![\d.]\d)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -105,7 +114,18 @@ def concludes_otherwise(after: str, answer: str) -> bool:
         numbers = NUMBER.findall(match.group(1))
         if numbers and not any(same_answer(normalize_answer(n) or n, answer) for n in numbers):
             return True
-    return False
+    # working after the answer that ends on its own result: "Correct answer: 7 ... Work: 84 / 12 = 6.
+    # Each child gets 6 cookies." (a correction between is the corrections' business)
+    after = "\n".join(
+        line for line in after.splitlines() if not CHECK_LINE.match(line)
+    )  # "Check: 18 + 12 = 30"
+    results = list(_RESULT.finditer(after))
+    if not results or CORRECTION.search(after):
+        return False
+    result = normalize_answer(results[-1].group(1))
+    later = NUMBER.findall(after[results[-1].end() :])
+    final = normalize_answer(later[-1]) if later else result
+    return bool(result and final and same_answer(final, result) and not same_answer(result, answer))
 
 
 def marked_otherwise(

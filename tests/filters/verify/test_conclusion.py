@@ -73,6 +73,42 @@ def test_a_last_line_that_computes_or_restates_is_the_answer(reply: str, answer:
     assert extract_answer(reply) == answer
 
 
+# a reply that commits to no answer: a doubted last number, or working after the marked answer
+# that ends on another result
+NO_ANSWER = [
+    "She has 20 apples, or maybe 18.",
+    "Either 16 or 18 students passed.",
+    "It will take about 10 hours, possibly 8.",
+    "There are 15 girls (or 25 if I have the ratio backwards).",
+    "She needs 10 hours. (8?)",
+    "Each child gets 6. My teacher said 7 though.",
+    "Somewhere between 16 and 18 students passed.",
+    "Correct answer: 7\n\nWork: 84 / 12 = 6. Each child gets 6 cookies.",
+    "**Answer:** 14 (per the official key)\n\nWorking it out myself I get 392 / 28 = 16 gallons.",
+]
+COMMITTED = [
+    ("Either way, she has 18 apples.", "18"),
+    ("She has 3 or more boxes, so 3 * 6 = 18 apples.", "18"),
+    ("Between (1, 2) and (3, 4) the gap is 2", "2"),
+    (
+        "The answer is 70 minutes.\n\nHere's why: 4 sections x 15 minutes = 60 minutes, plus the 10 minute break.",
+        "70",
+    ),
+    ("The answer is 18.\n\nCheck: 18 + 12 = 30 ✓", "18"),
+    ("\\boxed{18}\n\nFirst 3 * 4 = 12, then 12 + 6 = 18.", "18"),
+]
+
+
+@pytest.mark.parametrize("reply", NO_ANSWER)
+def test_a_doubted_answer_or_working_that_ends_elsewhere_is_no_answer(reply: str) -> None:
+    assert extract_answer(reply) is None
+
+
+@pytest.mark.parametrize(("reply", "answer"), COMMITTED)
+def test_a_committed_answer_is_read(reply: str, answer: str) -> None:
+    assert extract_answer(reply) == answer
+
+
 @pytest.mark.parametrize(("reply", "answer"), READINGS)
 def test_signed_amounts_grouped_thousands_restated_results_and_revisions(reply: str, answer: str) -> None:
     assert extract_answer(reply) == answer
