@@ -7,7 +7,9 @@ student stated no answer), and abstains on an ``abstain`` (a math-verify timeout
 answer math-verify cannot read) or an engine error: neither solved nor failed. The row's own
 answer goes through the same verifier against its ``reference`` (a seed's reference answer,
 carried onto every response to that seed): a wrong answer is dropped as ``reference_wrong``,
-whatever the students did.
+whatever the students did; so is a row whose own working does not hold ("180 * 40 = 7400":
+:mod:`~ptfactory.filters.verify.arithmetic`), a seed's wrong reference included, which checks
+against itself. A row whose seed's reference is such a one has nothing to be checked against.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ptfactory.engines.base import Completion
 from ptfactory.filters.difficulty.config import DifficultyConfig
 from ptfactory.filters.difficulty.rows import Outcome, answer, prompt, reference_answer_of
 from ptfactory.filters.verify import AnswerVerifier, Verdict, extract_answer
+from ptfactory.filters.verify.arithmetic import slips
 
 __all__ = ["answer_outcomes", "target_answer"]
 
@@ -96,7 +99,11 @@ def answer_outcomes(
         own = verdicts[own_at[i]] if i in own_at else None
         if own is not None:
             said += f"; {_said(own)}"
-        if own is not None and own.verdict in _WRONG:
+        if slipped := slips(answer(rows[i])):
+            out[i] = Outcome(
+                "pass_rate", value, "drop", "reference_wrong", f"{said}; its working: {'; '.join(slipped)}"
+            )
+        elif own is not None and own.verdict in _WRONG:
             out[i] = Outcome("pass_rate", value, "drop", "reference_wrong", said)
         elif not graded:
             out[i] = Outcome("pass_rate", value, "keep", "not_scored", said)

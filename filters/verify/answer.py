@@ -17,6 +17,8 @@ fail               wrong_unit    the reply's answer is in another unit of the re
                                  "1,200 seconds" passes: :mod:`~ptfactory.filters.verify.units`)
 no_answer          no_answer     the response states no answer (never a default score)
 abstain            no_response   the row has no response to check (an instruction-only row)
+abstain            reference_inconsistent  the reference's own working does not hold ("180 * 40 = 7400":
+                                 :mod:`~ptfactory.filters.verify.arithmetic`; evidence ``slips``)
 abstain            reference_unparsed / math_verify_timeout / math_verify_error / math_verify_thread
 =================  ============  ====================================================================
 
@@ -38,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ptfactory.filters.verify.answer_kinds import canonical, kind_of, same
+from ptfactory.filters.verify.arithmetic import slips
 from ptfactory.filters.verify.base import Verdict, Verifier, reference_of
 from ptfactory.filters.verify.extract import extract, normalize_answer
 from ptfactory.filters.verify.grader_notes import grader_note
@@ -111,6 +114,9 @@ class AnswerVerifier(Verifier):
             response = self.response(row)
             if not response.strip():
                 verdicts[index] = self.abstain("no_response", **evidence)
+                continue
+            if slipped := slips(str(reference["answer"])):  # no verdict against a wrong reference
+                verdicts[index] = self.abstain("reference_inconsistent", slips=slipped, **evidence)
                 continue
             found = extract(response, fallback=not truncated(row), like=expected)
             if (

@@ -415,3 +415,29 @@ def test_ifd_absolute_band_on_a_small_batch(tiny_model: Path) -> None:
     )
     by_value = {v: r["decisions"][-1]["reason"] for v, r in zip(values, strict.to_pylist(), strict=True)}
     assert by_value == {min(values): "too_easy", max(values): "instruction_unhelpful"}
+
+
+def test_a_seed_whose_working_does_not_hold_is_dropped_as_reference_wrong() -> None:
+    """A seed's reference checks against itself; its working does not: "180 * 40 = 7400" is dropped
+    (it was kept, its check a pass), and an answer to it has nothing to be checked against."""
+    wrong = "An orchard has 180 rows of 40 trees, so 180 * 40 = 7400 trees.\n#### 7400"
+    rows = [
+        _answer_row("Orchard?", wrong, wrong),
+        _answer_row("Trees?", "180 * 40 = 7200 trees.\n#### 7200", wrong),
+    ]
+    student = Student(
+        model_id="student",
+        answers={"Orchard": ["#### 7200", "There are 7200 trees."], "Trees": ["#### 7000", "#### 720"]},
+    )
+    table, stats = score_difficulty(
+        from_records(rows),
+        student,
+        None,
+        DifficultyConfig(k=2, methods={"sft": "pass_rate", "math": "pass_rate"}),
+        verifier=AnswerVerifier(MathVerifyPool(workers=0)),
+    )
+    assert _last(table)[0] == ("drop", "reference_wrong")
+    detail = [r["decisions"][-1]["detail"] for r in table.to_pylist()]
+    assert "its working: 180 * 40 = 7400 (is 7200)" in detail[0]
+    assert _last(table)[1] == ("keep", "unverified") and "reference check abstained" in detail[1]
+    assert stats.dropped == {"reference_wrong": 1}
