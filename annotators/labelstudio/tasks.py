@@ -106,6 +106,10 @@ def _verifier_line(verdict: dict[str, Any]) -> str:
         facts.append("failed: " + "; ".join(str(f) for f in failed[:10]))
     if verdict.get("kind") == "consistency" and ev.get("answers"):
         facts.append(f"the generator's {ev.get('samples')} samples marked the answers {ev['answers']}")
+    if ev.get("slips"):  # the reference contradicts itself: nothing was checked against it
+        facts.append(
+            "the reference's own working does not hold: " + "; ".join(str(s) for s in ev["slips"][:5])
+        )
     if ev.get("grader_note"):  # the reply speaks to its grader: the expert sees what it says
         facts.append(f"the reply addresses its grader: {str(ev['grader_note'])[:_TAIL]!r}")
     if ev.get("check"):

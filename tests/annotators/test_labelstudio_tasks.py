@@ -137,3 +137,13 @@ def test_failed_assertions_and_the_agent_check_output_are_shown() -> None:
     choices = [p["result"][0]["value"]["choices"] for p in to_task(passing)["predictions"]]
     assert choices == [["accept"]]
     assert "verifiers" not in to_task(_row("sft", reason="audit", detail="audit of auto_accept; x"))["data"]
+
+
+def test_a_reference_whose_working_does_not_hold_is_shown_as_such() -> None:
+    row = _row("sft")
+    row["scores"]["verifiers"] = [
+        _verdict("answer", "answer", "abstain", "reference_inconsistent", expected="7400",
+                 slips=["180 * 40 = 7400 (is 7200)"]),
+    ]  # fmt: skip
+    shown = to_task(row)["data"]["verifiers"]
+    assert "the reference's own working does not hold: 180 * 40 = 7400 (is 7200)" in shown
