@@ -1,4 +1,4 @@
-"""``judged_samples_panel_probe``: the judge probe (``ptf judge-probe``) as an asset check.
+"""``panel_probe`` on ``judged_samples``: the judge probe (``ptf judge-probe``) as an asset check.
 
 The probe tries to fool the configured panel (grader-override text on a wrong answer, a restated
 prompt, padding, swapped A/B order, empty and unparseable replies, sandbox faults:
@@ -26,7 +26,7 @@ from ptfactory.assets.resources.settings import SettingsResource
 
 __all__ = ["PROBE_CHECK", "judged_samples_panel_probe"]
 
-PROBE_CHECK = "judged_samples_panel_probe"
+PROBE_CHECK = "panel_probe"  # its step: judged_samples_panel_probe
 
 
 @dg.asset_check(

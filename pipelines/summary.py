@@ -15,6 +15,8 @@ __all__ = ["StageLine", "drop_reasons", "judge_weight_lines", "stage_lines", "ve
 
 # the graph's order; assets a run did not materialize are left out
 STAGES = (
+    "agent_tasks",
+    "agent_trajectories",
     "seed_tasks",
     "candidate_instructions",
     "candidate_responses",
@@ -59,6 +61,9 @@ def stage_lines(
                 step_seconds.get(asset),
             )
         )
+    # steps that are no stage of the graph (an asset check such as the judge probe) still took time
+    shown = {line.asset for line in lines}
+    lines += [StageLine(step, None, 0, 0.0, s) for step, s in step_seconds.items() if step not in shown]
     return lines
 
 

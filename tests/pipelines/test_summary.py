@@ -4,7 +4,7 @@ judge measured under the AUC floor flagged."""
 
 from __future__ import annotations
 
-from ptfactory.pipelines.summary import judge_weight_lines, verifier_lines
+from ptfactory.pipelines.summary import judge_weight_lines, stage_lines, verifier_lines
 
 
 def test_verdicts_and_weights() -> None:
@@ -27,3 +27,17 @@ def test_verdicts_and_weights() -> None:
     assert "FLAGGED: AUC under 0.55" in gemma
     assert smol == "smollm2: weight 0.4 (persisted)"
     assert verifier_lines({}) == [] and judge_weight_lines({}) == []
+
+
+def test_the_stage_table_holds_every_step_that_took_time() -> None:
+    """The agent episodes and the judge probe took a third of a held-out run, and the table left them
+    out while its total counted them."""
+    lines = stage_lines(
+        {"agent_trajectories": {"dagster/row_count": 9}, "judged_samples": {"dagster/row_count": 40}},
+        {"agent_trajectories": 107.8, "judged_samples": 289.4, "judged_samples_panel_probe": 169.1},
+    )
+    assert [(x.asset, x.rows, x.seconds) for x in lines] == [
+        ("agent_trajectories", 9, 107.8),
+        ("judged_samples", 40, 289.4),
+        ("judged_samples_panel_probe", None, 169.1),
+    ]
