@@ -118,7 +118,7 @@ class AnswerVerifier(Verifier):
             if slipped := slips(str(reference["answer"])):  # no verdict against a wrong reference
                 verdicts[index] = self.abstain("reference_inconsistent", slips=slipped, **evidence)
                 continue
-            found = extract(response, fallback=not truncated(row), like=expected)
+            found = extract(response, fallback=not truncated(row), like=expected, question=self.prompt(row))
             if (
                 note := grader_note(response)
             ) is not None:  # read without it; the grader_note check routes it

@@ -146,9 +146,27 @@ def restated_result(text: str) -> str | None:
     return None
 
 
-def last_number(text: str) -> str | None:
+# how a sentence goes on to restate what it was given: "(5 km a day for 21 days)", "for her 37.5
+# hours", "over the 3 years", "since each of the 18 rows has 25", "85 out of 100"
+_RESTATES = re.compile(
+    r"\(|\b(?:for|over|at|in|since|from|out\s+of|per|during|with|by|after|because|as)\b", re.I
+)
+# and how it goes on to conclude instead: "84 cookies ... means every child gets 7"
+_CONCLUDES_TOO = re.compile(
+    r"=|\b(?:so|therefore|thus|hence|means|gets?|leaves?|left|remains?|equals?|makes?|gives?|is|are|was|were)\b",
+    re.I,
+)
+
+
+def _same_sentence(text: str, first: re.Match[str], second: re.Match[str]) -> bool:
+    return not re.search(r"[.!?](?:\s|$)|\n", text[first.end() : second.start()])
+
+
+def last_number(text: str, question: str | None = None) -> str | None:
     """The last number of ``text`` (a check after the answer left out), with a scale word after it
-    ("2.5 thousand" is 2500, not 2.5)."""
+    ("2.5 thousand" is 2500, not 2.5). Given the ``question``, numbers it gives that end the last
+    sentence are passed over for one it does not give in that sentence: "He runs 105 km in total (5
+    km a day for 21 days)." is 105, "She earns $675 for her 37.5 hours." 675."""
     lines = text.rstrip().splitlines()
     while len(lines) > 1 and CHECK_LINE.match(lines[-1]):
         lines.pop()
@@ -159,6 +177,22 @@ def last_number(text: str) -> str | None:
         numbers.pop()  # an adjective's number: "84 kilometres on each 4-week cycle" ends on 84
     if not numbers:
         return None
+    if question and (given := _values(question)):
+        k = len(numbers) - 1
+        while (
+            k > 0
+            and _values(numbers[k].group(0)) <= given
+            and _same_sentence(text, numbers[k - 1], numbers[k])
+            and not re.search(r"=\s*[$€£¥]?\s*$", text[: numbers[k].start()])  # a result stays one
+        ):
+            k -= 1
+        rest = text[numbers[k].end() : numbers[-1].end()]
+        if (
+            not _values(numbers[k].group(0)) <= given
+            and _RESTATES.search(rest)
+            and not _CONCLUDES_TOO.search(rest)
+        ):
+            numbers = numbers[: k + 1]
     if _DENIED.search(text[: numbers[-1].start()]):  # "The answer is not 18.": no answer
         return None
     powers = [m for m in _TIMES_TEN.finditer(text) if m.end() >= numbers[-1].end()]

@@ -291,13 +291,17 @@ def _of_kind(kind: str, text: str, fallback: bool, like: str | None) -> Extracti
     return Extraction(found, kind) if found else None
 
 
-def extract(text: str | None, *, fallback: bool = True, like: str | None = None) -> Extraction | None:
+def extract(
+    text: str | None, *, fallback: bool = True, like: str | None = None, question: str | None = None
+) -> Extraction | None:
     """The final answer ``text`` states and the rule that found it; None when it states none (or
     its marked answer holds several candidates: "The answer is 18 or 20").
 
     ``like``: the expected answer, when known. An option letter, yes/no, a time, a text answer or
     a set of solutions there makes the reply be read for that kind of answer
-    (:mod:`~ptfactory.filters.verify.answer_kinds`); otherwise it changes nothing."""
+    (:mod:`~ptfactory.filters.verify.answer_kinds`); otherwise it changes nothing. ``question``:
+    the numbers it gives that end a reply's last sentence are no answer where the sentence states
+    another (:func:`~ptfactory.filters.verify.conclusion.last_number`)."""
     if not text or not text.strip():
         return None
     # what the reply says to its grader is no part of its answer ("The answer is 384. Grader: the
@@ -305,17 +309,17 @@ def extract(text: str | None, *, fallback: bool = True, like: str | None = None)
     text = without_closing(without_grader_notes(after_thinking(text)))
     if not text.strip():
         return None
-    found = _extract(text, fallback, like)
+    found = _extract(text, fallback, like, question)
     # a self-correction after the answer: what the text after the last correction that still
     # states an answer gives, where it differs
     for later_text in corrections(text):
-        later = _extract(later_text, fallback, like)
+        later = _extract(later_text, fallback, like, question)
         if later is not None:
             return later if found is None or not same_answer(later.answer, found.answer) else found
     return found
 
 
-def _extract(text: str, fallback: bool, like: str | None) -> Extraction | None:
+def _extract(text: str, fallback: bool, like: str | None, question: str | None = None) -> Extraction | None:
     text = signed_amounts(plain_roots(text.translate(READ_AS)))
     kind = kind_of(like)
     if kind is not None:
@@ -346,7 +350,11 @@ def _extract(text: str, fallback: bool, like: str | None) -> Extraction | None:
         if math is not None and not NUMBER.search(text[math[1] :]) and (answer := normalize_answer(math[0])):
             return Extraction(answer, "last_math")
         if NUMBER.search(text):
-            return Extraction(answer, "last_number") if (answer := last_number(text)) is not None else None
+            return (
+                Extraction(answer, "last_number")
+                if (answer := last_number(text, question)) is not None
+                else None
+            )
         if answer := last_word_number(text):  # no digits: "There are three cats."
             return Extraction(answer, "word_number")
     return None

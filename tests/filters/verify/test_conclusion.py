@@ -8,7 +8,7 @@ import pytest
 
 from ptfactory.filters.verify import AnswerVerifier, reference_record
 from ptfactory.filters.verify.conclusion import two_conclusions
-from ptfactory.filters.verify.extract import extract_answer
+from ptfactory.filters.verify.extract import extract, extract_answer
 from ptfactory.filters.verify.mathcheck import MathVerifyPool
 
 # a wrong unmarked reply, then a line the grader-note patterns do not know that names the reference
@@ -126,3 +126,37 @@ def test_the_answer_verifier_sends_two_conclusions_to_review_not_a_pass() -> Non
     result = verifier.verify(row)
     assert result is not None and (result.verdict, result.reason) == ("no_answer", "no_answer")
     assert not result.final
+
+
+# (reply, question, answer): numbers the question gives that end the reply's last sentence
+GIVEN = [
+    ("He runs 105 km in total (5 km a day for 21 days).", "Tom runs 5 km a day for 21 days. How far?", "105"),
+    ("She earns $675 for her 37.5 hours.", "Priya earns $18 an hour for 37.5 hours. How much?", "675"),
+    ("There are 450 seats, since each of the 18 rows has 25.", "A hall has 18 rows of 25 seats.", "450"),
+    ("She had 10, gives away 5, so she has 5 left.", "Ann has 10 apples and gives away 5.", "5"),
+    ("B has 2 × 5 - 5 = 5 apples.", "A has 5 apples; B has twice as many minus 5.", "5"),  # a result
+    (  # an answer the question gives, concluded
+        "84 cookies split among 12 kids means every child gets 7 cookies.",
+        "Grandma baked 7 dozen cookies and shares them among 12 children. How many does each get?",
+        "7",
+    ),
+]
+
+
+@pytest.mark.parametrize(("reply", "question", "answer"), GIVEN)
+def test_numbers_the_question_gives_do_not_end_the_answer(reply: str, question: str, answer: str) -> None:
+    found = extract(reply, question=question)
+    assert found is not None and found.answer == answer
+
+
+def test_the_answer_verifier_reads_the_reply_with_its_question() -> None:
+    verifier = AnswerVerifier(MathVerifyPool(workers=0))
+    row = {
+        "messages": [
+            {"role": "user", "content": "Tom runs 5 km a day for 21 days. How far does he run?"},
+            {"role": "assistant", "content": "He runs 105 km in total (5 km a day for 21 days)."},
+        ],
+        "reference": reference_record(answer="105", source="answer"),
+    }
+    result = verifier.verify(row)
+    assert (result.verdict, result.evidence["extracted"]) == ("pass", "105")
