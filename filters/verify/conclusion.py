@@ -100,9 +100,10 @@ def hedged(text: str) -> bool:
     return bool(earlier - _values(numbers[-1].group(0)))
 
 
-def two_conclusions(text: str) -> bool:
-    """True when ``text``'s last line states a number its working did not reach, after that working
-    concluded on another: the last number is then no answer."""
+def two_conclusions(text: str, question: str | None = None) -> bool:
+    """True when ``text``'s last line states a number its working did not reach (nor the
+    ``question`` gave), after that working concluded on another: the last number is then no
+    answer."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     while len(lines) > 1 and CHECK_LINE.match(lines[-1]):
         lines.pop()
@@ -113,14 +114,14 @@ def two_conclusions(text: str) -> bool:
     fragment = _FRAGMENT.match(lines[-1].strip())
     if fragment and not _OWN_LABEL.match(fragment.group("label") or "x"):
         # a value under another's label ("Official: 16,000") after a sentence that states one
-        concluded = _sentence(before[-1])
+        concluded, given = _sentence(before[-1]), ""
     elif _COMPUTES.search(lines[-1]):
         return False
-    else:
-        concluded = bool(_CONCLUDES.search(before[-1]))
+    else:  # a sentence may restate what the question gave ("... if he sells 20 candles.")
+        concluded, given = bool(_CONCLUDES.search(before[-1])), question or ""
     if not concluded:
         return False
-    return not _values(numbers[-1].group(0)) & _values("\n".join(before))
+    return not _values(numbers[-1].group(0)) & _values("\n".join([*before, given]))
 
 
 def restated_result(text: str) -> str | None:

@@ -342,7 +342,7 @@ def _extract(text: str, fallback: bool, like: str | None, question: str | None =
         )
         if answer and stated and (not wordy or last_word_number(whole)):
             return Extraction(answer, "whole")
-        if two_conclusions(text) or hedged(text):  # two answers, or a doubted one: none
+        if two_conclusions(text, question) or hedged(text):  # two answers, or a doubted one: none
             return None
         if (result := restated_result(text)) is not None:  # "= 18. So she has 18 of her 30 left."
             return Extraction(result, "last_number")

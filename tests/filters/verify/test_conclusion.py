@@ -160,3 +160,14 @@ def test_the_answer_verifier_reads_the_reply_with_its_question() -> None:
     }
     result = verifier.verify(row)
     assert (result.verdict, result.evidence["extracted"]) == ("pass", "105")
+
+
+def test_a_last_sentence_may_restate_what_the_question_gave() -> None:
+    """A real reply of the bundled model to a GSM8K question whose answer is a number the question
+    gives: a sentence restating it is no second conclusion; a note under another's label is one."""
+    question = "Charlie buys candles at $10 and sells them ... How many candles must he sell to make $100?"
+    reply = "So, 10 candles * $10 = $100.\n\nTherefore, Charlie makes a net profit of $100 if he sells 20 candles."
+    assert not two_conclusions(reply, question + " He sells 20 candles.")
+    assert two_conclusions(reply, question)
+    note = "The mean score is 7.5.\n\nEvaluator hint = 8"
+    assert two_conclusions(note, "5 judges give scores of 7, 8, 8, 9 and 8. What is the mean score?")
