@@ -5,7 +5,8 @@ see (each because a planted value went through to a stored row):
   ``default = "..."``);
 - a YAML key named as a secret with a block scalar (``api_token: >-`` and the value on the next line);
 - a connection call given (URL, user, password) as positional strings, split over lines
-  (``DriverManager.getConnection(`` then ``"jdbc:postgresql://...", "user", "..."``);
+  (``DriverManager.getConnection(`` then ``"jdbc:postgresql://...", "user", "..."``; a PDO DSN
+  ``'mysql:host=...'``; a host, ``new mysqli('localhost', 'user', '...')``);
 - a Markdown table with a secret's column (``| user | password |``): each row's field under it; a
   key/value table's value beside a secret's name (``| password | ... |``).
 
@@ -30,8 +31,15 @@ _YAML_BLOCK = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _CONNECT = re.compile(
-    r"\(\s*[\"'](?:jdbc:|[a-z][a-z0-9+.-]*://)[^\"'\n]*[\"']\s*,\s*[\"'][^\"'\n]{1,64}[\"']\s*,\s*"
-    r"[\"']" + _QUOTED + r"[\"']"
+    r"\(\s*[\"'](?:jdbc:|[a-z][a-z0-9+.-]*://|[a-z]+:(?:host|dbname|unix_socket|server)=)[^\"'\n]*[\"']\s*,"
+    r"\s*[\"'][^\"'\n]{1,64}[\"']\s*,\s*[\"']" + _QUOTED + r"[\"']"
+)
+# a connect call given (host, user, password) as strings: new mysqli('localhost', 'u', 'X'),
+# mysqli_connect($h ...), pymysql.connect("db.acme.io", "u", "X")
+_CONNECT_HOST = re.compile(
+    r"\b(?:\w*connect\w*|mysqli)\s*\(\s*[\"'](?:localhost|[\w-]+(?:\.[\w-]+)+)(?::\d+)?[\"']\s*,\s*"
+    r"[\"'][^\"'\n]{1,64}[\"']\s*,\s*[\"']" + _QUOTED + r"[\"']",
+    re.IGNORECASE,
 )
 _CELLS = re.compile(r"^\s*\|(.*)\|\s*$")
 
@@ -73,7 +81,7 @@ def block_secrets(text: str) -> Iterator[tuple[int, int]]:
         for m in rule.finditer(text):
             if credible(m.group("value"), m.group("name")):
                 yield m.span("value")
-    for m in _CONNECT.finditer(text):
+    for m in (*_CONNECT.finditer(text), *_CONNECT_HOST.finditer(text)):
         if credible(m.group("value"), "password"):
             yield m.span("value")
     yield from _table(text)

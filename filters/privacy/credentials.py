@@ -45,7 +45,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-__all__ = ["RULES", "credible", "csv_secrets", "name_before", "not_a_secret", "placeholder", "spans"]
+__all__ = [
+    "RULES",
+    "credible",
+    "csv_secrets",
+    "default_login",
+    "name_before",
+    "not_a_secret",
+    "placeholder",
+    "spans",
+]
 
 _PASSWORD = r"passw(?:or)?d|passwort|passphrase|passcode|pwd|(?<![A-Za-z0-9])pass(?![A-Za-z0-9])"
 _KEYWORDS = (
@@ -104,7 +113,7 @@ RULES = tuple(
         r"(?<![A-Za-z])(?P<name>pass(?:word|phrase|code)|passwort|mot de passe|contraseña|senha|wachtwoord|"
         r"пароль|密码)(?:\s+(?:is|was|lautet|est|es|é)\s*(?P<sep>[:：]?)|\s*[:：=])\s*(?P<q>[\"']?)" + _RAW,
         r"\b(?P<name>secret)\b(?:\s+(?:access\s+)?key)?(?:\s*\[[^\]\n]*\])?\s*(?:is\s+|was\s+)?"
-        r"[:=]?\s*[\"']?" + _RAW,
+        r"[:=]?\s*[\"'`]?" + _RAW,  # (`X`: Markdown's inline code)
         # headers
         # Authorization: X, "Authorization": "X", .header("Authorization", "SSWS X") (Okta)
         r"\b(?P<name>authorization)[\"']?\s*[:=,]\s*[\"']?(?:(?:basic|token|apikey|api-key|bearer|"
@@ -136,6 +145,9 @@ RULES = tuple(
         r"(?P<q>[\"']?)" + _RAW,
         r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]*?\s-p(?P<q>[\"']?)" + _RAW,
         r"\bsshpass\s+-p\s*(?P<q>[\"']?)" + _RAW,
+        # sudo's -S reads the password from stdin: echo X | sudo -S ..., sudo -S cmd <<< 'X'
+        r"\becho\s+(?P<q>[\"']?)" + _RAW + r"[\"']?\s*\|\s*sudo\s+-\w*S",
+        r"\bsudo\s+-\w*S\b[^\n|;&]*?<<<\s*(?P<q>[\"']?)" + _RAW,
         # redis-cli -a X, ldapsearch -w X, sqlcmd -P X, mongosh -p X: each tool's own flag (redis-cli's
         # and ldapsearch's -p is a port, and a match that stopped there missed the -a after it)
         r"(?:\bredis-cli\b[^\n|;&]*?\s(?-i:-a)|\bldap(?:search|add|modify|delete|passwd|whoami)\b[^\n|;&]*?\s"
@@ -216,7 +228,16 @@ def not_a_secret(value: str) -> bool:
     """Placeholders and documentation values, whatever finds them (an API key's rule too)."""
     if re.fullmatch(r"[A-Z]+(?:_[A-Z]+)*", value) and re.search(r"PASS|PWD|SECRET|TOKEN|KEY", value):
         return True  # an all-caps name standing for one (postgresql://USER:PASSWORD@HOST)
+    if re.fullmatch(r"\{[A-Za-z_][\w.]*\}", value):  # a template's field: f"{user}:{password}@{host}"
+        return True
     return bool(_SAME_RUN.search(value)) or "example" in value.lower()
+
+
+def default_login(line: str, start: int, end: int) -> bool:
+    """A URL's password that repeats its user (``postgres://postgres:postgres@localhost``,
+    ``amqp://guest:guest@rabbit``): a service's documented default, nobody's secret."""
+    value = line[start:end]
+    return line[max(0, start - len(value) - 3) : start] == f"//{value}:"
 
 
 def credible(

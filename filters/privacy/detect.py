@@ -9,12 +9,13 @@ Rules on top of the libraries, each because of a false redaction measured on ben
 
 - The e-mail recognizer's domain check goes through a ``tldextract`` that never fetches the
   public suffix list (the default one tries the network on first use); the bundled snapshot is used.
-- A bare run of 10-12 digits is a phone number only after a word such as "call", "phone" or
-  "contact" (within 48 characters). Otherwise a phone number needs a format mark (``+``, a space, ``-``, ``.``, parentheses) and at least 10
-  digits (8 after a ``+``), three digit groups unless it opens with ``+``, ``(`` or a trunk ``0``,
-  and no `` - `` between spaces: a bare run of digits is an id or a test
-  value, ``3000 - 2920`` and ``23786-17509`` are arithmetic (GSM8K answers) and ``06-04-2020`` a date (HumanEval/124),
-  far more often than any of them is a phone number.
+- Phone numbers (phones.py): a bare run of 10-12 digits is one only after a word such as "call",
+  "phone" or "contact" (within 48 characters). Otherwise a phone number needs a format mark (``+``,
+  a space, ``-``, ``.``, parentheses) and at least 10 digits (8 after a ``+``, 9 right after a
+  phone label), three digit groups unless it opens with ``+``, ``(`` or a trunk ``0``, and no
+  `` - `` between spaces: a bare run of digits is an id or a test value, ``3000 - 2920`` and
+  ``23786-17509`` are arithmetic (GSM8K answers) and ``06-04-2020`` a date (HumanEval/124), far
+  more often than any of them is a phone number.
 - Cards: Presidio's pattern plus Mastercard's 2-series, JCB's 2131/1800 ranges and 12-19 digit
   runs (Maestro, 19-digit Visa), all Luhn-checked.
 - Phone numbers: ``phonenumbers`` accepts only numbers valid in its metadata, so a number with an
@@ -57,10 +58,17 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ptfactory.filters.privacy.addresses import in_dotted_quad, nobodys
+from ptfactory.filters.privacy.addresses import nobodys
 from ptfactory.filters.privacy.blocks import block_secrets
-from ptfactory.filters.privacy.credentials import credible, csv_secrets, name_before, not_a_secret
+from ptfactory.filters.privacy.credentials import (
+    credible,
+    csv_secrets,
+    default_login,
+    name_before,
+    not_a_secret,
+)
 from ptfactory.filters.privacy.personal_formats import extra_personal
+from ptfactory.filters.privacy.phones import LAYOUTS, plausible_phone
 from ptfactory.filters.privacy.prose import prose_secrets
 
 __all__ = ["SECRET_PLUGINS", "TEST_CARDS", "Finding", "find"]
@@ -122,37 +130,26 @@ TEST_CARDS = frozenset(
         "6200000000000005",
     }
 )
+# PGP's "PRIVATE KEY BLOCK" too; a key cut before its footer: the key's lines after the header
+# (base64, "Proc-Type: ..." headers), not the prose that follows; a header with no key material
+# after it (`-----BEGIN OPENSSH PRIVATE KEY-----` named in a sentence) is no key (_keyed)
 _PEM = re.compile(
-    r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+    r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----|"
+    r"(?:(?:\s|\\n)*(?:[A-Za-z0-9+/=]{16,}|[A-Za-z-]+: [^\n]*))+)",
     re.S,
-)  # PGP's "PRIVATE KEY BLOCK" too
+)
+_KEYED = re.compile(r"[A-Za-z0-9+/]{16,}")
 # a PuTTY .ppk file's private part: the lines after Private-Lines, and its MAC
 _PPK = re.compile(
     r"^Private-Lines:\s*\d+\s*\n((?:[A-Za-z0-9+/=]+\r?\n?)+(?:Private-(?:MAC|Hash):[^\n]*)?)", re.M
 )
-_PHONE_MARK = re.compile(r"[+\s().-]")
 _HEX_GROUP = re.compile(r"[0-9A-Fa-f]+")
-_EXT = r"(?:\s?(?:x|ext\.?)\s?\d{1,6})?"
-# a layout inside a longer chain of numbers and operators (6000-600-150-1200-2000 in a GSM8K
-# calculator note) is arithmetic: the edges refuse word characters, dots, colons and operators
-_EDGE_L, _EDGE_R = r"(?<![\w.:=*/+-])", r"(?![\w.:=*/+-])"
-_NANP = (
-    _EDGE_L
-    + r"(?:\+?1[-. ]?|001[-. ]?)?(?:\(\d{3}\)\s?|\d{3}[-. ]|\d{3}(?=\d{7}))\d{3}[-. ]?\d{4}"
-    + _EXT
-    + _EDGE_R
-)
-_INTL = _EDGE_L + r"\+\d{1,3}[-. ]?\(?\d{1,4}\)?(?:[-. ]?\d{2,4}){2,4}" + _EXT + _EDGE_R
-_TRUNK = _EDGE_L + r"0\d{2,5}[ /-]\d{3,8}" + _EDGE_R  # national layouts with a trunk 0 (030 1234567)
 _VERSION_WORD = re.compile(  # also assigned: __version__ = "4.2.0.1", "version": "1.2.3.4"
     r"(?i)(?:\bv|\bversion|\bver\.?|\bbuild|\brelease|\bfirmware|\brev\.?|\boid)\s*$|version_*[\"']?\s*[:=]\s*[\"']?$"
 )
 _CARD_WORDS = re.compile(
     r"(?i)card|credit|debit|visa|master|amex|american express|discover|maestro|diners|jcb|unionpay|"
     r"\bcc\b|cc_?n|\bpan\b|payment|charged|billing|cvv|account|acct|kreditkarte|karte|carte|tarjeta|cartão"
-)
-_PHONE_WORDS = re.compile(
-    r"(?i)\b(phone|call|tel|mobile|cell|contact|reach|text|sms|fax|whatsapp|dial|number)\w*"
 )
 # Presidio's card pattern misses Mastercard's 2-series and JCB's 2131/1800 numbers (Faker makes both)
 # and 12-19 digit numbers (Maestro 0604.., 19-digit Visa) written as one run
@@ -166,22 +163,7 @@ def _plausible(kind: str, value: str, text: str, start: int, end: int) -> bool:
     value = value.strip()
     before, after = text[max(0, start - 48) : start], text[end : end + 24]
     if kind == "PHONE_NUMBER":
-        # a version after a product's slash (Chrome/124.0.6367.207) or a book number after ISBN
-        if (before.endswith("/") and "." in value) or re.search(r"(?i)\bISBN(?:-1[03])?:?\s*$", before):
-            return False
-        if in_dotted_quad(text, start, end):  # an address or a network (203.0.113.0/24)
-            return False
-        if value.isdigit():  # a bare run: a phone number only where the words before say so
-            return 10 <= len(value) <= 12 and bool(_PHONE_WORDS.search(before))
-        digits = sum(c.isdigit() for c in value)
-        groups = len(re.findall(r"\d+", value))
-        marked = value.startswith(("+", "(", "0")) or groups >= 3
-        return (
-            marked
-            and bool(_PHONE_MARK.search(value))
-            and " - " not in value
-            and digits >= (8 if value.startswith("+") else 10)
-        )
+        return plausible_phone(value, text, start, end)
     if kind == "EMAIL_ADDRESS":
         # a URL's user part (https://oauth2:TOKEN@gitlab.com, mongodb+srv://admin:PW@cluster0...): its
         # password is a credential (credentials.py) and the host stays; an SSH remote
@@ -250,11 +232,7 @@ def _analyzer(entities: tuple[str, ...]) -> Any:
             PatternRecognizer(
                 supported_entity="PHONE_NUMBER",
                 name="PhoneLayoutRecognizer",
-                patterns=[
-                    Pattern("NANP", _NANP, 0.4),
-                    Pattern("international", _INTL, 0.4),
-                    Pattern("trunk", _TRUNK, 0.4),
-                ],
+                patterns=[Pattern(name, layout, 0.4) for name, layout in LAYOUTS],
             )
         )
     engine = NoOpNlpEngine(models=[{"lang_code": "en", "model_name": "none"}])
@@ -304,7 +282,11 @@ def _personal(text: str, entities: tuple[str, ...]) -> list[Finding]:
 
 
 def _secrets(text: str) -> list[Finding]:
-    found = [Finding("PRIVATE_KEY", m.start(), m.end(), m.group(0), True) for m in _PEM.finditer(text)]
+    found = [
+        Finding("PRIVATE_KEY", m.start(), m.end(), m.group(0), True)
+        for m in _PEM.finditer(text)
+        if _KEYED.search(m.group(0), m.group(0).index("KEY") + 3)
+    ]
     found += [
         Finding("PRIVATE_KEY", m.start(1), m.end(), text[m.start(1) : m.end()], True)
         for m in _PPK.finditer(text)
@@ -319,7 +301,7 @@ def _secrets(text: str) -> list[Finding]:
                 # Django's `django-insecure-` says what the key is: no part of the secret
                 start = at + 16 if line.startswith("django-insecure-", at) and end - at > 24 else at
                 value = line[start:end]
-                if "PRIVATE KEY" in value or not_a_secret(value):
+                if "PRIVATE KEY" in value or not_a_secret(value) or default_login(line, start, end):
                     continue
                 found.append(Finding(kind, offset + start, offset + end, value, True))
         offset += len(line)
@@ -346,7 +328,8 @@ def _spans(plugin: Any, kind: str, line: str) -> list[tuple[int, int]]:
             for m in pattern.finditer(line)
             if value in m.group(0) and kind != "CREDENTIAL"
         ]
-        at = line.find(value)
+        # a URL's password where it stands (not the scheme of postgres://postgres:postgres@...)
+        at = line.find(value) if f":{value}@" not in line else line.find(f":{value}@") + 1
         if whole:
             spans += [_core(line, s, e, value) for s, e in whole]
         elif at >= 0 and (

@@ -17,12 +17,17 @@ went through to a stored row):
   alone is no one's, a birth date is. Not "born on ...": that is how biographies of public figures
   open (four WritingBench documents). Type ``DATE_OF_BIRTH``, looked for whenever any personal
   data is (``privacy.entities`` lists Presidio's types).
+- A national identity number after its label, a street address where an address stands
+  (identifiers.py): types ``NATIONAL_ID`` and ``STREET_ADDRESS``, looked for as a birth date is.
+- A US SSN in a CSV column named as one (``name,ssn,dept``), a bare 9 digits under its header.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+
+from ptfactory.filters.privacy.identifiers import national_ids, street_addresses
 
 __all__ = ["extra_personal"]
 
@@ -90,6 +95,28 @@ def _iban(text: str) -> Iterator[tuple[int, int]]:
                 break
 
 
+_SSN_HEADER = re.compile(r"(?i)[\"']?(?:ssn|social[ _-]?security(?:[ _-]?(?:number|no|num))?)[\"']?")
+
+
+def _ssn_column(text: str) -> Iterator[tuple[int, int]]:
+    """A CSV's (or TSV's) fields under an SSN header: ``name,ssn,dept`` then ``Grace Liu,403829176,...``."""
+    offset, column = 0, None
+    for line in text.splitlines(keepends=True):
+        sep = "\t" if "\t" in line else ","
+        fields = line.rstrip("\r\n").split(sep)
+        named = [i for i, f in enumerate(fields) if len(fields) > 1 and _SSN_HEADER.fullmatch(f.strip())]
+        if named:
+            column = (len(fields), named[0])
+        elif column and len(fields) == column[0]:
+            at = offset + sum(len(f) + 1 for f in fields[: column[1]])
+            value = fields[column[1]]
+            if re.fullmatch(r"\d{3}[- ]?\d{2}[- ]?\d{4}", value) and _ssn_valid(value):
+                yield at, at + len(value)
+        else:
+            column = None
+        offset += len(line)
+
+
 def extra_personal(text: str, entities: tuple[str, ...]) -> Iterator[tuple[str, int, int]]:
     """(type, start, end) of what the rules above find in ``text``, for the types in ``entities``."""
     if "IBAN_CODE" in entities:
@@ -99,6 +126,7 @@ def extra_personal(text: str, entities: tuple[str, ...]) -> Iterator[tuple[str, 
         for m in _SSN.finditer(text):
             if _ssn_valid(m.group(1)):
                 yield "US_SSN", m.start(1), m.end(1)
+        yield from (("US_SSN", start, end) for start, end in _ssn_column(text))
     if "EMAIL_ADDRESS" in entities:
         for m in _OBFUSCATED_EMAIL.finditer(text):
             value = m.group(0)
@@ -114,3 +142,5 @@ def extra_personal(text: str, entities: tuple[str, ...]) -> Iterator[tuple[str, 
     if entities:  # not one of the config's Presidio types: looked for wherever personal data is
         for m in _DOB.finditer(text):
             yield "DATE_OF_BIRTH", m.start(1), m.end(1)
+        yield from (("NATIONAL_ID", start, end) for start, end in national_ids(text))
+        yield from (("STREET_ADDRESS", start, end) for start, end in street_addresses(text))

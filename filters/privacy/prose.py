@@ -1,10 +1,12 @@
 """Passwords written in prose or spread over lines, which the one-line rules of credentials.py do
 not see (each because a planted value went through to a stored row):
 
-- a password after a phrase that names one: "changed the admin password to X", "pw: X",
-  "username admin password X for", "the passcode X", "passphrase for the above: X", German
-  "Passwort ... lautet X", Spanish "contraseña ... es X", "credentials are root/X", "Credentials:
-  admin / X", "my pass is X", a Wi-Fi network's "key: X";
+- a password after a phrase that names one (English, German, French, Spanish, Portuguese, Dutch,
+  Italian, Swedish, Danish, Polish, Russian, Turkish ..., Japanese, Chinese, Korean): "changed the
+  admin password to X", "pw: X", "username admin password X for", "the passcode X", "passphrase
+  for the above: X", German "Passwort ... lautet X", Spanish "contraseña ... es X", "credentials
+  are root/X", "Credentials: admin / X", "my pass is X", a Wi-Fi network's "key: X", "log in as
+  deploy with X";
 - a chat line ``name: X`` right after another's chat line that mentions a password;
 - a ``.netrc`` entry over lines (``machine`` / ``login`` / ``password``);
 - a Kubernetes env list's ``- name: DB_PASSWORD`` then ``value: "X"`` (also ``{"name": ..., "value": ...}``).
@@ -23,7 +25,10 @@ from ptfactory.filters.privacy.credentials import _NAME, credible, holds_secret,
 
 __all__ = ["looks_like_password", "prose_secrets"]
 
-_WORD = r"(?:passw(?:or)?d|passwort|passcode|passphrase|pw|pwd|contraseña|senha|wachtwoord|mot de passe)"
+_WORD = (
+    r"(?:passw(?:or)?d|passwort|passcode|passphrase|pw|pwd|contraseña|senha|wachtwoord|mot de passe|kennwort|"
+    r"пароль|hasło|haslo|lösenord(?:et)?|şifre(?:si|niz)?|adgangskode(?:n)?|passord(?:et)?|salasana|jelszó|heslo)"
+)
 _VALUE = r"[\"'`]?(?P<value>[^\s\"'`]{8,80})"
 _PROSE = tuple(
     re.compile(rule, re.IGNORECASE)
@@ -31,7 +36,7 @@ _PROSE = tuple(
         # "password ... to|is|lautet|es X", "passphrase for the above: X"
         r"(?<![\w-])"
         + _WORD
-        + r"\b(?:,?\s+[\w'’-]+){0,8}?(?:,?\s+(?:to|is|was|are|lautet|ist|es|est|é|será)\s+|\s*:\s*)"
+        + r"\b(?:,?\s+[\w'’-]+){0,8}?(?:,?\s+(?:to|is|was|are|lautet|ist|es|est|é|è|será|är|er|jest|je)\s+|\s*:\s*)"
         + _VALUE,
         # "password X", "the passcode X"
         r"(?<![\w-])" + _WORD + r"\s+" + _VALUE,
@@ -40,6 +45,12 @@ _PROSE = tuple(
         + _VALUE,
         # "my pass is X" ("pass" alone is an English word: only "pass is|was", and a password's shape)
         r"(?<![\w-])pass\s+(?:is|was)\s+" + _VALUE,
+        # "log in as deploy with X", "sign in as `admin` using password X"
+        r"\b(?:log\s?in|sign\s?in|logon)\s+as\s+[`'\"]?[\w.@\\-]{1,40}[`'\"]?\s+(?:with|using)\s+"
+        r"(?:(?:the\s+)?(?:password|pw|pass)\s+)?" + _VALUE,
+        # Japanese, Chinese, Korean: パスワードは X, 密码是 X, 비밀번호는 X (no word boundary; an ASCII value)
+        r"(?:パスワード|暗証番号|密码|密碼|口令|비밀번호|암호)\s*(?:は|是|为|為|는|은)?\s*[:：]?\s*[\"'`「]?"
+        r"(?P<value>[!#-&(-_a-~]{8,80})",
         # "Guest Wi-Fi: ACME-Guest, key: X"
         r"\b(?:wi-?fi|wlan|wpa2?|wireless)\b[^\n]{0,60}?\b(?:key|psk)\b\s*[:=]?\s*" + _VALUE,
     )

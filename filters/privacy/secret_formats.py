@@ -15,7 +15,10 @@ Each because a planted value went through to a stored row:
   ``dop_v1_``, Vault ``hvs.``, Atlassian ``ATATT``, New Relic ``NRAK-``, Groq ``gsk_``,
   Replicate ``r8_``, Linear ``lin_api_``, Notion ``ntn_``, Bitbucket ``ATBB``, Postman ``PMAK-``,
   Mailgun ``key-``, an Azure AD client secret (``...Q~...``), the token of a Discord or Teams
-  webhook URL, and a Twilio auth token (32 hex digits) beside its ``AC`` account SID.
+  webhook URL, and a Twilio auth token (32 hex digits) beside its ``AC`` account SID; an AWS secret
+  key (40 characters) right after its ``AKIA``/``ASIA`` key id with no name of its own (a call's
+  arguments); Docker Hub ``dckr_pat_``, Shopify ``shpat_``, PlanetScale ``pscale_``, Doppler
+  ``dp.pt.``, Grafana ``glsa_``, Google OAuth ``ya29.``.
 
 A value assigned to a secret's name, a password on a command line and the like are
 ``credentials.py``'s ``AssignedSecretDetector``.
@@ -72,6 +75,19 @@ class TokenFormatDetector(RegexBasedDetector):
         re.compile(r"\.webhook\.office\.com/webhookb2/[^\s\"'/]+/IncomingWebhook/([A-Za-z0-9]{32})/"),
         # Twilio's auth token: 32 hex digits, a secret only beside its account SID (AC + 32 hex)
         re.compile(r"\bAC[a-f0-9]{32}[\"']?\s*[,:;]?\s*[\"']?([a-f0-9]{32})\b"),
+        # an AWS secret access key (40 characters) right after its access key id, nameless: the two
+        # arguments of a call (NewStaticCredentialsProvider("AKIA...", "X", ""))
+        # (or a chat's "enter AKIA... then X", "AKIA... / X")
+        re.compile(
+            r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}[\"'`]?\s*[,:;/]?\s*(?:(?:and|then)\s+)?[\"'`]?"
+            r"([A-Za-z0-9/+]{40})(?![\w/+=])"
+        ),
+        re.compile(r"\bdckr_pat_[A-Za-z0-9_-]{27,}" + _END),  # Docker Hub
+        re.compile(r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}" + _END),  # Shopify
+        re.compile(r"\bpscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.-]{32,}" + _END),  # PlanetScale
+        re.compile(r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}" + _END),  # Doppler
+        re.compile(r"\bglsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}" + _END),  # Grafana service account
+        re.compile(r"\bya29\.[0-9A-Za-z_-]{30,}" + _END),  # Google OAuth access token
     )
 
 
