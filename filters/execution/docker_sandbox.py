@@ -1,10 +1,10 @@
 """Docker sandbox with a warm pool of locked-down containers.
 
-Every container: no network, read-only root, tmpfs work dir (noexec, nosuid, nodev), memory and
-swap capped together, a pids cap, a CPU quota, uid nobody, every capability dropped,
-``no-new-privileges``, and an environment of three variables (never the host's). A job gets a
-fresh directory in a warm container, runs under an in-container ``timeout -s KILL`` with an
-outer watchdog, and is cleaned up after (every process it left is killed, its directory
+Every container: no network, read-only root, tmpfs work dir, /tmp and /dev/shm (multiprocessing's
+semaphores; all noexec, nosuid, nodev), memory and swap capped together, a pids cap, a CPU quota,
+uid nobody, every capability dropped, ``no-new-privileges``, and an environment of three
+variables (never the host's). A job gets a fresh directory in a warm container, runs under an
+in-container ``timeout -s KILL`` with an outer watchdog, and is cleaned up after (every process it left is killed, its directory
 removed). Jobs reach a container through one long-lived runner (:mod:`ptfactory.filters.execution.runner`)
 over the attached stdin/stdout of a single ``docker exec``, not one exec per job. A container is recycled after ``jobs_per_container`` jobs or after any violation
 (timeout, OOM, output flood, sandbox error).
@@ -134,6 +134,9 @@ class DockerSandbox(Sandbox):
             tmpfs={
                 "/work": f"rw,noexec,nosuid,nodev,size={limits.workdir_mb}m,mode=1777",
                 "/tmp": "rw,noexec,nosuid,nodev,size=16m,mode=1777",
+                # POSIX semaphores (multiprocessing's locks, a Pool, a ProcessPoolExecutor) live in
+                # /dev/shm, which ipc_mode="none" leaves out; its pages count against mem_limit
+                "/dev/shm": "rw,noexec,nosuid,nodev,size=16m,mode=1777",
             },
             mem_limit=memory,
             memswap_limit=memory,

@@ -226,17 +226,24 @@ def _from_tests(value: object) -> bool:
     return code is not None and code.co_filename == "tests.py"
 
 
-def run(solution: str, tests: str, entry_point: str | None, nonce: str = "") -> None:
+def run(solution: str | None, tests: str, entry_point: str | None, nonce: str = "") -> None:
     """Run the tests against the solution and write ``ASSERTIONS_MARK nonce passed total [why]``
     last. ``nonce`` is the host's, for this run; the solution never sees program.py (deleted
     before it loads), so a count line it prints cannot carry it. ``why``: the run abstains
     (``no_assertions``: the tests checked nothing; ``missing_module:NAME``: a third-party package
-    the sandbox image lacks)."""
+    the sandbox image lacks; ``unsupported:missing_entry_point``: no solution, ``None``, the reply
+    defining no entry point where the prompt's own is written out)."""
     # Only as the sandbox job's program.py (run as __main__): imported on the host, as a module,
     # this refuses, so untrusted code can never be exec'd outside the sandbox by a stray call.
     if __name__ != "__main__":
         raise RuntimeError("the execution harness runs only inside the sandbox, as its program.py")
     _forget_program()
+    if solution is None:
+        _write(
+            2, f"the reply defines no {entry_point}: the prompt's own is not the reply's to test\n".encode()
+        )
+        _write(1, f"\n{ASSERTIONS_MARK} {nonce} 0 0 unsupported:missing_entry_point\n".encode())
+        _leave(1)
     flush = sys.stdout.flush
     written = 0
     ok = tampered = False

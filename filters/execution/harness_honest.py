@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are 
     from collections.abc import Callable
     from typing import Any
 
-    from ptfactory.filters.execution.harness import _bool, _from_tests, _isinstance, _locate, _type
+    from ptfactory.filters.execution.harness import _bool, _locate, _type
 
 _PLAIN = (int, float, complex, str, bytes, bool, type(None), range)
 _CONTAINERS = (list, tuple, set, frozenset, dict)
@@ -46,19 +46,37 @@ class _Stranger:
 
 
 _FUNCTION, _METHOD = type(_Stranger.__repr__), type(_Stranger().__repr__)  # before any solution runs
+_OWN_FILE = _Stranger.__repr__.__code__.co_filename  # program.py: the harness's (and its stand-ins') file
+
+
+def _holds(left: object, right: object) -> bool:
+    """``left == right`` says true (an ``__eq__`` that raises, or answers ``NotImplemented``, does not)."""
+    try:
+        said = left == right
+        return said is not NotImplemented and _bool(said) is True
+    except BaseException:
+        return False
+
+
+def _wildcard(kind: type) -> bool:
+    """A class of the tests (their own matcher, ``mock.ANY``) or of the harness (pytest's ``approx``):
+    no answer of the solution's, whatever it equals."""
+    try:
+        code = getattr(kind.__eq__, "__code__", None)
+        return vars(kind).get("__module__") == "unittest.mock" or (
+            code is not None and code.co_filename in ("tests.py", _OWN_FILE)
+        )
+    except BaseException:
+        return False
 
 
 def _always_equal(value: object, wildcards: bool) -> bool:
     """``value`` says it equals a ``_Stranger`` (through ``==`` itself, as the tests compare).
     ``wildcards``: the tests' own (``mock.ANY``, a class the tests define) are no counterfeits."""
     kind = _type(value)
-    try:
-        if wildcards and (vars(kind).get("__module__") == "unittest.mock" or _from_tests(kind.__eq__)):
-            return False
-        said = value == _Stranger()
-        return said is not NotImplemented and _bool(said) is True
-    except BaseException:  # an __eq__ that raises on a stranger is an honest one
+    if wildcards and _wildcard(kind):
         return False
+    return _holds(value, _Stranger())
 
 
 def _counterfeit(value: object, wildcards: bool = True) -> bool:
@@ -75,7 +93,8 @@ def _counterfeit(value: object, wildcards: bool = True) -> bool:
             return True
         if depth < 4:
             for base in _CONTAINERS:
-                if _isinstance(item, base):  # the base's iterator: a subclass's own runs nothing here
+                # type(), not isinstance: a class that says its __class__ is dict is not one
+                if issubclass(_type(item), base):  # the base's iterator: a subclass's own runs nothing here
                     inside = dict.items(item) if base is dict else base.__iter__(item)
                     for inner in inside:
                         budget -= 1
@@ -86,12 +105,110 @@ def _counterfeit(value: object, wildcards: bool = True) -> bool:
     return False
 
 
+_NO_COPY = _Stranger()  # what _perturbed gives for a value it has no copy of
+
+
+def _perturbed(expected: object) -> object:
+    """A copy of ``expected`` (a builtin value, by its exact type) changed a little: an honest
+    answer equal to ``expected`` is not equal to it too. ``_NO_COPY`` for any other value."""
+    kind = _type(expected)
+    copy: Any = expected
+    if kind is bool:
+        return not copy
+    if kind is int or kind is complex:
+        return copy + 1
+    if kind is float:
+        if not -float("inf") < copy < float("inf"):  # nan, an infinity
+            return 0.5
+        return copy * 2 if abs(copy) >= 1 else copy + 1.0
+    if kind is str or kind is bytes:
+        return copy + ("\0" if kind is str else b"\0")
+    if kind is list or kind is tuple:
+        return copy + kind((_Stranger(),))
+    if kind is dict:
+        copy = dict(copy)
+        copy[_Stranger()] = _Stranger()
+        return copy
+    if kind is set or kind is frozenset:
+        return copy | {_Stranger()}
+    return _Stranger() if copy is None else _NO_COPY
+
+
+def _dishonest(value: Any, expected: Any, budget: list[int], depth: int = 0) -> bool:
+    """``value == expected`` holds, ``expected`` a builtin value, and ``value`` (not a builtin of its
+    exact type) equals a perturbed copy of it too (``_perturbed``): a selective always-equal answer,
+    whose ``__eq__`` says ``isinstance(other, int)``, however its ``__class__`` reads. Builtin
+    sequences (a namedtuple, a list subclass) and dicts are compared item by item, 4 levels deep,
+    1,000 items in all."""
+    kind, want = _type(value), _type(expected)
+    budget[0] -= 1
+    if budget[0] < 0 or (kind is want and id(kind) in _PLAIN_IDS):
+        return False
+    if id(want) not in _PLAIN_IDS and id(want) not in _CONTAINER_IDS:
+        return False  # no builtin value to perturb: a class's own == is the tests' business
+    if (kind is not want and _wildcard(kind)) or not _holds(value, expected):
+        return False
+    if kind is not want and _holds(value, _perturbed(expected)):
+        return True
+    if depth >= 4:
+        return False
+    if (want is list or want is tuple) and issubclass(kind, (list, tuple)):
+        items = list.__iter__(value) if issubclass(kind, list) else tuple.__iter__(value)
+        pairs = zip(items, expected, strict=False)  # equal by the class's own ==: lengths may differ
+        return any(_dishonest(item, other, budget, depth + 1) for item, other in pairs)
+    if want is dict and issubclass(kind, dict):
+        for key, other in dict.items(expected):
+            if dict.__contains__(value, key) and _dishonest(
+                dict.__getitem__(value, key), other, budget, depth + 1
+            ):
+                return True
+    return False
+
+
+def _selective(left: object, right: object) -> bool:
+    """``left == right`` holds only through a selective always-equal answer on either side
+    (``_dishonest``); its class noted in ``_fakes``: the run is not graded."""
+    for value, expected in ((left, right), (right, left)):
+        try:
+            found = _dishonest(value, expected, [1000])
+        except BaseException:  # a container changed while walked: no finding
+            found = False
+        if found:
+            _fakes.append(_type(value).__name__)
+            return True
+    return False
+
+
+def _items(container: Any) -> list[object]:
+    """The first 1,000 items of a builtin container (or a subclass of one: the base's iterator,
+    not its own); none of another value (a generator is not consumed)."""
+    kind = _type(container)
+    for base in _CONTAINERS:
+        if issubclass(kind, base):
+            items: list[object] = []
+            for item in base.__iter__(container):
+                if len(items) >= 1000:
+                    break
+                items.append(item)
+            return items
+    return []
+
+
+def _selective_member(member: object, container: object) -> bool:
+    """``member in container`` holds, for a builtin container (or a subclass of one), only through
+    a selective always-equal answer: the member, or the item it matched (``_selective``)."""
+    for item in _items(container):
+        if item is not member and (_holds(item, member) or _holds(member, item)):
+            return _selective(member, item)
+    return False
+
+
 def _ptf_eq(left: object, right: object) -> object:
     """``left == right`` in the tests, false when either side is a counterfeit answer."""
     result = left == right
     if _type(result) is _bool and not result:
         return result
-    return False if _counterfeit(left) or _counterfeit(right) else result
+    return False if _counterfeit(left) or _counterfeit(right) or _selective(left, right) else result
 
 
 def _ptf_ne(left: object, right: object) -> object:
@@ -105,7 +222,9 @@ def _ptf_ne(left: object, right: object) -> object:
 def _ptf_in(member: object, container: Any) -> object:
     """``member in container`` in the tests, false when either side is or holds a counterfeit."""
     result = member in container
-    return False if result and (_counterfeit(member) or _counterfeit(container)) else result
+    if result and (_counterfeit(member) or _counterfeit(container) or _selective_member(member, container)):
+        return False
+    return result
 
 
 _HONEST = {_ast.Eq: "_ptf_eq", _ast.NotEq: "_ptf_ne", _ast.In: "_ptf_in"}
@@ -129,12 +248,29 @@ def _honest_comparisons(node: _ast.AST) -> _ast.AST:
     return node
 
 
-def _checking(method: Callable[..., object]) -> Callable[..., object]:
+def _checking(method: Callable[..., object], name: str) -> Callable[..., object]:
+    """``method`` (an assertion of the tests' ``TestCase``) failing on an always-equal argument,
+    and ``assert*Equal`` (``assertIn``, ``assertCountEqual``) on a pair equal only through a
+    selective one (``_selective``)."""
+    equal = "Equal" in name and "Not" not in name
+    member = name == "assertIn"
+
     def checked(self: object, *args: object, **kwargs: object) -> object:
-        for value in (*args, *kwargs.values()):
+        values = (*args, *kwargs.values())
+        failure = getattr(self, "failureException", AssertionError)
+        for value in values:
             if _counterfeit(value):
-                failure = getattr(self, "failureException", AssertionError)
                 raise failure(f"an always-equal object (a {_type(value).__name__} that is or holds one)")
+        if (equal or member) and len(values) >= 2:
+            first, second = values[0], values[1]
+            if member:
+                found = _selective_member(first, second)
+            elif "Count" in name:
+                found = any(_selective_member(item, second) for item in _items(first))
+            else:
+                found = _selective(first, second)
+            if found:
+                raise failure(f"an always-equal object (a {_fakes[-1]} that is or holds one)")
         return method(self, *args, **kwargs)
 
     checked._ptf_honest = True  # type: ignore[attr-defined]
@@ -152,7 +288,7 @@ def _honest_asserts(cls: type) -> None:
             and _type(method) is _FUNCTION
             and not getattr(method, "_ptf_honest", False)
         ):
-            setattr(cls, name, _checking(method))  # type: ignore[arg-type]
+            setattr(cls, name, _checking(method, name))  # type: ignore[arg-type]
 
 
 _KEPT = ("__name__", "__qualname__", "__doc__", "__module__", "__annotations__")  # as functools.wraps

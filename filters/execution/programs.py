@@ -11,7 +11,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from ptfactory.filters.execution.limits import ExecResult
-from ptfactory.filters.execution.solutions import code_blocks, entry_name, extract_solution, infer_entry_point
+from ptfactory.filters.execution.solutions import (
+    MISSING_ENTRY_POINT,
+    code_blocks,
+    entry_name,
+    extract_solution,
+    infer_entry_point,
+)
 
 __all__ = [
     "ASSERTIONS_MARK",
@@ -71,10 +77,13 @@ def program(solution: str, tests: str, entry_point: str | None) -> str:
     The solution and the tests travel as string literals (``repr``), so nothing they contain is
     code until the harness compiles it inside the sandbox; the entry point as :func:`entry_name`
     reads it. The same inputs give the same program in one process (a cache may key on it).
+    A reply without its entry point where the prompt's is written out (``MISSING_ENTRY_POINT``)
+    makes a run that abstains (``unsupported:missing_entry_point``) without running anything.
     """
     entry = entry_name(entry_point) or None
     nonce = _nonce(solution, tests, entry)
-    return f"{_HARNESS}\n\nrun({solution!r}, {tests!r}, {entry!r}, {nonce!r})\n"
+    code = None if solution == MISSING_ENTRY_POINT else solution  # None: the harness abstains
+    return f"{_HARNESS}\n\nrun({code!r}, {tests!r}, {entry!r}, {nonce!r})\n"
 
 
 def graded(result: ExecResult) -> ExecResult:

@@ -7,7 +7,12 @@ from __future__ import annotations
 import ast
 import re
 
-__all__ = ["code_blocks", "entry_name", "extract_solution", "infer_entry_point"]
+__all__ = ["MISSING_ENTRY_POINT", "code_blocks", "entry_name", "extract_solution", "infer_entry_point"]
+
+# what extract_solution gives for a reply that defines no entry point when the prompt's own
+# definition of it is written out (code to rewrite): the prompt's function is not the reply's to
+# test; programs.program() makes it a run that abstains (``unsupported:missing_entry_point``)
+MISSING_ENTRY_POINT = "# ptf: the reply defines no entry point; the prompt's own is not the reply's\n"
 
 # a fence line: its indentation, the backticks, a tag ("python", "Python3", " py", "text", none)
 _FENCE_LINE = re.compile(r"^([ \t]*)(`{3,})[ \t]*([\w+#.-]*)[^`\n]*$")
@@ -25,20 +30,24 @@ _KEPT = (
 )
 
 
-def _fenced(text: str) -> list[tuple[str, str]]:
-    """Every fenced block of ``text`` as (tag, code), in order, each fence paired with its own
-    closing line (a ```` ```text ```` block before the code does not shift the pairing); a fence
-    indented in a list item has its indentation taken off its lines; an unclosed last fence runs
-    to the end of the text."""
-    blocks: list[tuple[str, str]] = []
+def _fenced(text: str) -> list[tuple[str, str, str]]:
+    """Every fenced block of ``text`` as (tag, code, the last line of prose before it), in order,
+    each fence paired with its own closing line (a ```` ```text ```` block before the code does not
+    shift the pairing); a fence indented in a list item has its indentation taken off its lines; an
+    unclosed last fence runs to the end of the text."""
+    blocks: list[tuple[str, str, str]] = []
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     index = 0
+    prose = ""
     while index < len(lines):
         opened = _FENCE_LINE.match(lines[index])
         inline = None if opened else re.match(r"^.*?```[ \t]*(python3?|py)[ \t]*$", lines[index], re.I)
         if not opened and not inline:
+            prose = lines[index].strip() or prose
             index += 1
             continue
+        if inline:
+            prose = lines[index].strip()
         indent, ticks, tag = (
             (opened.group(1), opened.group(2), opened.group(3)) if opened else ("", "```", "")
         )
@@ -57,14 +66,36 @@ def _fenced(text: str) -> list[tuple[str, str]]:
             body.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
             index += 1
         index += 1
-        blocks.append((tag.lower(), "\n".join(body) + "\n"))
+        blocks.append((tag.lower(), "\n".join(body) + "\n", prose))
+        prose = ""
     return blocks
 
 
 def code_blocks(text: str) -> list[str]:
     """The fenced Python (or untagged) code blocks of a text, in order (generation and the
     rewards read code through this too)."""
-    return [code for tag, code in _fenced(text) if tag in _PYTHON_TAGS]
+    return [code for tag, code, _ in _fenced(text) if tag in _PYTHON_TAGS]
+
+
+# the line before a block saying it shows what not to do: "A common mistake is...:", "Don't do
+# this:", "Wrong:", "❌ Bad example:", "What not to do:"; not one that leads to the fix ("To avoid a
+# common mistake, dedupe first:", "The corrected version:")
+_CAUTION = re.compile(
+    r"common (?:mistake|pitfall|error|bug)|\b(?:don'?t|do not|never) (?:do|write) (?:this|that|it)\b"
+    r"|what not to do|anti-?pattern|^\W*(?:wrong|incorrect|bad|buggy|broken)"
+    r"(?: (?:example|version|approach|code|way|implementation|solution))?\W*:\W*$",
+    re.I,
+)
+_REMEDY = re.compile(r"\b(?:avoid\w*|instead|correct\w*|fix\w*|right|proper\w*|better)\b", re.I)
+
+
+def _cautioned(text: str) -> list[bool]:
+    """For each of ``code_blocks(text)``: the prose just before it introduces it as a mistake."""
+    return [
+        bool(_CAUTION.search(prose)) and not _REMEDY.search(prose)
+        for tag, _, prose in _fenced(text)
+        if tag in _PYTHON_TAGS
+    ]
 
 
 def entry_name(entry_point: str | None) -> str | None:
@@ -111,13 +142,30 @@ def _names(node: ast.stmt) -> set[str]:
 
 
 def _body_only(node: ast.stmt) -> bool:
-    """A stub: a function whose body is only a docstring, ``pass`` or ``...``."""
+    """A stub: a function whose body is only a docstring, ``pass``, ``...``, ``raise
+    NotImplementedError`` or imports (HumanEval/115's ``import math`` before its docstring)."""
     if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         return False
     return all(
-        isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        isinstance(s, ast.Pass | ast.Import | ast.ImportFrom)
+        or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        or (isinstance(s, ast.Raise) and "NotImplementedError" in _loads(s))
         for s in node.body
     )
+
+
+def _written_out(prompt: str, entry_point: str) -> bool:
+    """The prompt's stub defines the entry point (a function, or a method of its class) with a
+    real body, not a stub to complete: code the reply was asked to rewrite or fix."""
+    for node, _ in _parts(_stub(prompt)):
+        for inner in [node, *(node.body if isinstance(node, ast.ClassDef) else [])]:
+            if (
+                isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef)
+                and inner.name == entry_point
+                and not _body_only(inner)
+            ):
+                return True
+    return False
 
 
 def _parses(code: str) -> bool:
@@ -162,6 +210,18 @@ def _stubs_entry(parts: list[tuple[ast.stmt, str]], entry_point: str) -> bool:
         n for n, _ in parts if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == entry_point
     ]
     return bool(found) and _body_only(found[-1])
+
+
+def _rebinds_entry(parts: list[tuple[ast.stmt, str]], entry_point: str) -> bool:
+    """A block whose every binding of the entry point is a rebinding of it (``f = lru_cache()(f)``,
+    ``f = timed(f)``): it wraps the definition, it does not replace it."""
+    found = [
+        n for n, _ in parts if entry_point in _names(n) and not isinstance(n, ast.Import | ast.ImportFrom)
+    ]
+    return bool(found) and all(
+        isinstance(n, ast.Assign | ast.AnnAssign) and n.value is not None and entry_point in _loads(n.value)
+        for n in found
+    )
 
 
 def _loads(node: ast.AST) -> set[str]:
@@ -217,17 +277,28 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
     (HumanEval/10's ``is_palindrome``). ``from __future__`` imports go first. A reply that is only a
     function body (a HumanEval completion) is appended to the prompt's stub, as HumanEval does; an
     unfenced reply with prose around its code gives its code lines. A block defines the entry
-    point with a ``def`` (``async`` too), a ``class`` or a top-level assignment.
+    point with a ``def`` (``async`` too), a ``class`` or a top-level assignment. The prompt's own
+    definition of the entry point never stands in for the reply's: where it is written out (code
+    to rewrite) and the reply defines none, ``MISSING_ENTRY_POINT``.
     """
     entry_point = entry_name(entry_point) or ""
     response = response.replace("\r\n", "\n")
     blocks = code_blocks(response) or [_unfenced(response)]
     defines = _DEFINES.format(name=re.escape(entry_point))
+    kept = [b for b, c in zip(blocks, _cautioned(response), strict=False) if not c]
+    if any(re.search(defines, b, re.M) for b in kept):
+        blocks = kept  # "A common mistake is...:" and its block are no part of the solution
     defining = [i for i, b in enumerate(blocks) if entry_point and re.search(defines, b, re.M)]
     if not defining:
+        if _written_out(prompt, entry_point):
+            return MISSING_ENTRY_POINT  # not the prompt's own function: the reply delivered none
         return _stub(prompt).rstrip("\n") + "\n" + blocks[0]
     parsed = [_parts(block) for block in blocks]
-    whole = [i for i in defining if not _stubs_entry(parsed[i], entry_point)]
+    whole = [
+        i
+        for i in defining
+        if not _stubs_entry(parsed[i], entry_point) and not _rebinds_entry(parsed[i], entry_point)
+    ]
     at = (whole or defining)[-1]  # a recap's `def f(...): ...` does not replace the definition
     chosen = blocks[at]
     own = {
@@ -261,6 +332,7 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
             if isinstance(node, ast.Assign | ast.AnnAssign) and _calls_own(node, own):
                 continue  # a demo's `result = f(3)`
             if isinstance(node, ast.Assign | ast.AnnAssign) and _loads(node) & examples:
+                examples |= _names(node)  # and what is made from it (`scores = df["s"].tolist()`)
                 continue  # an example's data (`df = pd.DataFrame(...)`), which nothing chosen uses
             if (
                 (i < at or _body_only(node))
@@ -276,7 +348,7 @@ def extract_solution(prompt: str, response: str, entry_point: str) -> str:
             if text not in chosen:
                 stub.append(text)
         elif (
-            not (_names(node) & taken)
+            not (_names(node) & (taken | {entry_point}))  # the prompt's entry point is not the reply's
             and not _body_only(node)
             and not isinstance(node, ast.Assign | ast.AnnAssign)
         ):

@@ -22,6 +22,9 @@ failed, the harness said                 a well-known third-party package the sa
 failed, the harness said                 a pytest feature the sandbox's stand-in lacks
 ``unsupported:pytest.NAME``              (fixtures, skip marks): abstain
                                          (``unsupported_test_feature``)
+failed, the harness said                 the reply defines no entry point where the prompt's
+``unsupported:missing_entry_point``      has a real body: abstain (``missing_entry_point``), never
+                                         a run of the prompt's function
 =======================================  ====================================================
 
 A sandbox that cannot work at all raises :class:`~ptfactory.errors.SandboxError`: that is no row's
@@ -141,6 +144,8 @@ class CodeVerifier(Verifier):
         why = result.detail.removeprefix("abstain: ") if abstained else ""
         if why == "no_assertions":  # the tests ran but checked nothing: no verdict either way
             return self.abstain("no_assertions", **evidence)
+        if why == "unsupported:missing_entry_point":  # the prompt defines it; the reply does not
+            return self.abstain("missing_entry_point", **evidence)
         if why.startswith("unsupported:"):  # a pytest feature the sandbox's stand-in lacks
             return self.abstain("unsupported_test_feature", **evidence)
         if why.startswith("missing_module:") and self.infra_error == "abstain":

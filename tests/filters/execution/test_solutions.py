@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ptfactory.filters.execution.programs import code_blocks, entry_name, extract_solution
+from ptfactory.filters.execution.programs import code_blocks, entry_name, extract_solution, program
+from ptfactory.filters.execution.solutions import MISSING_ENTRY_POINT
 from ptfactory.generators.seed_tests import called_entry
 
 INC = "def inc(x):\n    return x + 1\n"
@@ -121,3 +122,66 @@ def test_an_example_block_s_imports_and_a_recap_stub_do_not_break_the_solution()
     namespace = {}
     exec(compile(code, "solution.py", "exec"), namespace)
     assert namespace["dot"]([1, 2], [3, 4]) == 11  # type: ignore[operator]
+
+
+SLOW = "Here is a slow one:\n\n```python\ndef inc(x):\n    y = x\n    y += 1\n    return y\n```\n\nMake it faster."
+
+
+def test_the_prompt_s_written_out_entry_point_is_never_the_reply_s() -> None:
+    """ho11's ex4_prompt_code: a reply that renamed the function (or only talked) had the prompt's
+    own ``inc`` tested, and one that made it a method had the prompt's come along as a helper."""
+    assert (
+        extract_solution(SLOW, "```python\ndef inc_fast(x):\n    return x\n```", "inc") == MISSING_ENTRY_POINT
+    )
+    assert extract_solution(SLOW, "Use x + 1: one addition.", "inc") == MISSING_ENTRY_POINT
+    method = extract_solution(
+        SLOW, "```python\nclass Solution:\n    def inc(self, x):\n        return x\n```", "inc"
+    )
+    assert "y += 1" not in method and "class Solution" in method
+    # a stub to complete still takes the reply's body (`raise NotImplementedError`, HumanEval/115's
+    # `import math` before the docstring too)
+    for body in (
+        '    """Add one."""\n',
+        "    raise NotImplementedError\n",
+        "    ...\n",
+        "    import math\n    pass\n",
+    ):
+        prompt = "def inc(x):\n" + body
+        assert extract_solution(prompt, "    return x + 1\n", "inc") == prompt + "    return x + 1\n"
+    assert "\nrun(None, " in program(
+        MISSING_ENTRY_POINT, "assert inc(1) == 2\n", "inc"
+    )  # the harness abstains
+    assert "\nrun(None, " not in program(
+        extract_solution(SLOW, "```python\n" + INC + "```", "inc"), "", "inc"
+    )
+
+
+def test_a_rebinding_block_and_a_mistake_shown_are_not_the_solution() -> None:
+    """ho11's ex3_lru_cache_rebind_block, ex_common_mistake_after and ex3_pandas_chain_example:
+    a later ``inc = lru_cache()(inc)`` block replaced the definition (NameError), a block shown as
+    "A common mistake is..." was taken as the solution, and an example's ``scores = data[...]``
+    (``data`` from the dropped ``pd.read_csv``) stayed and raised."""
+    first = "Here:\n```python\n" + INC + "```\n"
+    cache = (
+        "Cache it:\n```python\nfrom functools import lru_cache\n\ninc = lru_cache(maxsize=None)(inc)\n```\n"
+    )
+    for lead in ("A common mistake is to add two:", "Don't do this:", "**Wrong:**", "❌ Bad example:"):
+        mistake = f"{lead}\n```python\ndef inc(x):\n    return x + 2\n```\nUse the first."
+        assert extract_solution("Write inc.", first + mistake, "inc") == INC
+    fixed = "That was wrong. Here is the corrected version:\n```python\ndef inc(x):\n    return x + 1  # fixed\n```"
+    assert "# fixed" in extract_solution(
+        "Write inc.", "```python\ndef inc(x):\n    return x\n```\n" + fixed, "inc"
+    )
+    pandas = "With pandas:\n```python\nimport pandas as pd\ndata = pd.read_csv('a.csv')\nxs = data['x'].tolist()\nprint(inc(xs[0]))\n```"
+    for reply in (first + cache, first + pandas):
+        namespace: dict[str, object] = {}
+        exec(compile(extract_solution("Write inc.", reply, "inc"), "solution.py", "exec"), namespace)
+        assert namespace["inc"](1) == 2  # type: ignore[operator]
+    remedy = (
+        "To avoid a common mistake, dedupe first:\n```python\ndef inc(x):\n    return x + 1  # fixed\n```"
+    )
+    assert "# fixed" in extract_solution(
+        "Write inc.", "```python\ndef inc(x):\n    return x\n```\n" + remedy, "inc"
+    )
+    only = "A common mistake:\n```python\ndef inc(x):\n    return x + 2\n```"  # nothing else: still read
+    assert "x + 2" in extract_solution("Write inc.", only, "inc")
