@@ -92,6 +92,7 @@ class SeedTask:
             family=self.family,
             metadata=json.loads(self.metadata) if self.metadata else None,
             constraints=json.loads(self.constraints) if self.constraints else None,
+            working=None if self.metadata else self.response,  # a worked solution whose sums must hold
         )
 
     @property

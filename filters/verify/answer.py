@@ -36,6 +36,7 @@ math-verify's parsed forms (``gold_parsed``, ``pred_parsed``) or its ``error``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -64,6 +65,16 @@ def _expected(answer: str) -> str:
     "#### 18"), else normalised as it is."""
     found = extract(answer, fallback=False)
     return found.answer if found is not None else normalize_answer(answer) or answer
+
+
+def _slips(reference: Mapping[str, Any]) -> list[str]:
+    """The equations of the reference's working that do not hold: recorded when the reference was
+    read from a worked solution (``metadata.slips``), or in the answer itself."""
+    try:
+        recorded = json.loads(reference.get("metadata") or "{}").get("slips") or []
+    except (ValueError, AttributeError):
+        recorded = []
+    return [str(s) for s in recorded] or slips(str(reference["answer"]))
 
 
 def truncated(row: Mapping[str, Any]) -> bool:
@@ -115,7 +126,7 @@ class AnswerVerifier(Verifier):
             if not response.strip():
                 verdicts[index] = self.abstain("no_response", **evidence)
                 continue
-            if slipped := slips(str(reference["answer"])):  # no verdict against a wrong reference
+            if slipped := _slips(reference):  # no verdict against a reference that contradicts itself
                 verdicts[index] = self.abstain("reference_inconsistent", slips=slipped, **evidence)
                 continue
             found = extract(response, fallback=not truncated(row), like=expected, question=self.prompt(row))

@@ -50,12 +50,18 @@ def reference_record(
     family: str | None = None,
     metadata: Mapping[str, Any] | None = None,
     constraints: list[Any] | None = None,
+    working: str | None = None,
 ) -> dict[str, Any] | None:
-    """The ``reference`` struct of the sample schema (None when it would be empty)."""
+    """The ``reference`` struct of the sample schema (None when it would be empty). ``working``: the
+    worked solution the answer was read from; equations in it that do not hold go into
+    ``metadata.slips`` (the answer verifier then abstains: :mod:`~ptfactory.filters.verify.arithmetic`)."""
+    from ptfactory.filters.verify.arithmetic import slips
     from ptfactory.filters.verify.base import canonical_json
 
     if answer is None and family is None and not constraints:
         return None
+    if answer is not None and working and (slipped := slips(working)):
+        metadata = {**(metadata or {}), "slips": slipped}
     return {
         "answer": answer,
         "source": source,
@@ -114,7 +120,11 @@ def verifier_inputs(
     if reference_column is not None:
         raw = _column(table, reference_column, "--reference-column")
         references = [
-            reference_record(answer=reference_answer(_scalar(v)), source=f"column:{reference_column}")
+            reference_record(
+                answer=reference_answer(_scalar(v)),
+                source=f"column:{reference_column}",
+                working=v if isinstance(v, str) else None,
+            )
             for v in raw
         ]
     elif "reference" in table.column_names and pa.types.is_struct(table.schema.field("reference").type):

@@ -71,3 +71,30 @@ def test_the_answer_verifier_abstains_against_a_reference_whose_working_does_not
     assert right.evidence["slips"] == ["180 * 40 = 7400 (is 7200)"] and not right.final
     fixed = verifier.verify(row("180 * 40 = 7200. The answer is 7200.", "180 * 40 = 7200 trees.\n#### 7200"))
     assert (fixed.verdict, fixed.reason) == ("pass", "correct")
+
+
+def test_a_seed_and_a_reference_column_carry_the_slips_of_their_working() -> None:
+    """The paths users take: a seed's worked response and ``ptf judge --reference-column`` keep only
+    the final answer as the reference, so the slips travel in its metadata and the verifier
+    abstains on a right 7200 (it failed against 7400)."""
+    import pyarrow as pa
+
+    from ptfactory.filters.verify.inputs import verifier_inputs
+    from ptfactory.generators.seeds import SeedTask
+
+    working = "An orchard has 180 rows of 40 trees: 180 * 40 = 7400 trees.\n#### 7400"
+    seed = SeedTask(id="s", instruction="How many trees?", kind="sft", source="x:1", response=working)
+    column = verifier_inputs(pa.table({"gold": [working, "7200"]}), reference_column="gold")
+    verifier = AnswerVerifier(MathVerifyPool(workers=0))
+    for reference in (seed.reference(), column[0]["reference"]):
+        assert reference is not None and reference["answer"] == "7400"
+        row = {
+            "messages": [
+                {"role": "user", "content": "How many trees?"},
+                {"role": "assistant", "content": "7200"},
+            ],
+            "reference": reference,
+        }
+        result = verifier.verify(row)
+        assert (result.verdict, result.reason) == ("abstain", "reference_inconsistent")
+    assert json.loads(column[1]["reference"]["metadata"] or "{}") == {}
