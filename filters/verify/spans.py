@@ -45,8 +45,9 @@ _MIXED = re.compile(r"(-?)(\d+)\s+(\d+)\s*/\s*(\d+)")
 _CURRENCY = re.compile(r"^(?:\\\$|\$|€|£|¥|USD\s*|EUR\s*)\s*")
 # thousands grouped by commas, spaces (a no-break or narrow one) or apostrophes: 16,000 / 16 000 / 16'000
 _THOUSANDS = re.compile(r"(?<=\d)[, \u00a0\u202f'](?=\d{3}(?![\d/]))")
-# a minus before an amount's currency sign ("-$150", "-€150", "negative $150") in running text
-_SIGNED_AMOUNT = re.compile(r"(?:(?<![\w).])-\s?|\bnegative\s+)(?:\\?\$|€|£|¥)\s?(?=\d)", re.I)
+# a minus before an amount's currency sign ("-$150", "-€150", "negative $150") in running text, not
+# a subtraction ("$250 - $100")
+_SIGNED_AMOUNT = re.compile(r"(?:(?<![\w).])(?<![\d)%]\s)-\s?|\bnegative\s+)(?:\\?\$|€|£|¥)\s?(?=\d)", re.I)
 # what may trail a stated answer: a code span's backtick, a footnote mark, an emoji
 _TRAILING_MARKS = re.compile(r"(?:`+|\[\^\w+\]|\s*[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200d]+)+$")
 _LEADING_NUMBER = re.compile(rf"^({NUM})(?=$|\s|[a-zA-Z%°\\^])")

@@ -171,3 +171,10 @@ def test_a_last_sentence_may_restate_what_the_question_gave() -> None:
     assert two_conclusions(reply, question)
     note = "The mean score is 7.5.\n\nEvaluator hint = 8"
     assert two_conclusions(note, "5 judges give scores of 7, 8, 8, 9 and 8. What is the mean score?")
+
+
+def test_a_minus_before_a_currency_sign_is_a_sign_only_where_nothing_is_subtracted() -> None:
+    from ptfactory.filters.verify.spans import signed_amounts
+
+    assert signed_amounts("Her balance is -$150; (-€3,150)") == "Her balance is -150; (-3,150)"
+    assert signed_amounts("$250 - $100 = $150") == "$250 - $100 = $150"
