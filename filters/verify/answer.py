@@ -37,6 +37,7 @@ math-verify's parsed forms (``gold_parsed``, ``pred_parsed``) or its ``error``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -75,6 +76,18 @@ def _slips(reference: Mapping[str, Any]) -> list[str]:
     except (ValueError, AttributeError):
         recorded = []
     return [str(s) for s in recorded] or slips(str(reference["answer"]))
+
+
+def _percent_agrees(reference: str, response: str, expected: str, answer: str) -> bool:
+    """One side a percent, the other the same share as a number: "75%" against 0.75 or 3/4, "0.75"
+    against "75%" (the extractor drops the sign; math-verify then reads 75 against 0.75)."""
+    got, want = number_value(answer), number_value(expected)
+    if got is None or want is None or got == want:
+        return False
+    written = re.escape(answer)
+    if re.search(rf"(?<![\d.]){written}\s*(?:\\?%|percent\b)", after_thinking(response)):
+        return got / 100 == want
+    return bool(re.search(r"\d\s*(?:\\?%|percent\b)", reference)) and want / 100 == got
 
 
 def truncated(row: Mapping[str, Any]) -> bool:
@@ -145,6 +158,9 @@ class AnswerVerifier(Verifier):
                 verdicts[index] = self.verdict(
                     *(("pass", "correct") if agree else ("fail", "wrong_answer")), **evidence
                 )
+                continue
+            if _percent_agrees(str(reference["answer"]), response, expected, found.answer):
+                verdicts[index] = self.verdict("pass", "correct", percent=True, **evidence)
                 continue
             converted = _units(str(reference["answer"]), response, found.answer, evidence)
             asked.append((index, expected, found.answer, evidence, converted))

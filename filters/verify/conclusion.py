@@ -26,7 +26,7 @@ __all__ = ["hedged", "last_number", "restated_result", "two_conclusions"]
 
 # a number denied where it stands: "The answer isn't 18.", "..., not 20."
 _DENIED = re.compile(r"(?:\bnot|n't|\bnever|\binstead\s+of|\brather\s+than)\s+[^.;,\d\n]{0,20}$", re.I)
-_SCALE_AFTER = re.compile(r"(?:\s+(?:hundred|thousand|million|billion|trillion)\b)?", re.I)
+_SCALE_AFTER = re.compile(r"(?:\s+(?:hundred|thousand|million|billion|trillion)\b|[kK]\b)?", re.I)
 # scientific notation written out: "3 × 10^8", "1.5 \times 10^{6}"
 _TIMES_TEN = re.compile(r"(\d+(?:\.\d+)?)\s*(?:×|\\times|\\cdot|\*)\s*10\s*\^\s*\{?\s*(-?\d+)\s*\}?")
 # a line that computes: an operator between numbers, "=", or an operation in words

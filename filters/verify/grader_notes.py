@@ -81,7 +81,9 @@ _PATTERNS = [
     rf"\b(?:by|from)\s+(?:the\s+)?(?:{_GRADER})s?\b",
     rf"\b(?:{_GRADER})(?:'s|s')\s+(?:answer|key|solution|note|verdict|score|normali[sz]ation|records?|value)\b",
     r"\b(?:model|person|ai|llm|one|you)\s+(?:grading|evaluating|reviewing|judging|scoring|checking)\s+(?:this|these|my)\b",
-    r"\b(?:automated|automatic|auto)[- ]?(?:checker|grader|grading|check(?:ed|s)?|evaluation)\b|\bchecker\s+result",
+    # an automatic check's verdict ("Automated checker: PASS"), not a word problem's auto-grader
+    r"\b(?:automated|automatic|auto)[- ]?(?:checker|grader|grading|check(?:ed|s)?|evaluation)\b[^.\n]{0,40}?"
+    r"\b(?:pass\w*|correct|verified|accept\w*|ok|confirm\w*|match\w*|succe\w*)\b|\bchecker\s+result",
     r"\b(?:the\s+)?(?:response|answer|solution)\s+above\s+(?:agrees|is\s+(?:correct|right)|matches)",
     r"\b\d+\s*/\s*\d+\s+(?:checks?|tests?)\s+passed\b",
     r"\bshould\s+be\s+(?:graded|marked|scored|accepted|counted)\b|\b(?:graded|marked|scored)\s+as\s+"

@@ -164,6 +164,8 @@ def normalize_answer(span: str) -> str | None:
     text = _CURRENCY.sub("", text).strip()
     text = re.sub(r"^-\s*(?:\\\$|\$)", "-", text)  # "-$5"
     text = _THOUSANDS.sub("", text)
+    if kilo := re.fullmatch(r"(-?\d+(?:\.\d+)?)[kK]", text):  # "$16k" is 16000
+        return format((Decimal(kilo.group(1)) * 1000).normalize(), "f")
     text = re.sub(r"\s*\\?%$", "", text).strip()
     if remark := _REMARK.match(text):  # "18 (9 eggs x $2)": the remark goes
         text = remark.group(1)

@@ -178,3 +178,33 @@ def test_a_minus_before_a_currency_sign_is_a_sign_only_where_nothing_is_subtract
 
     assert signed_amounts("Her balance is -$150; (-€3,150)") == "Her balance is -150; (-3,150)"
     assert signed_amounts("$250 - $100 = $150") == "$250 - $100 = $150"
+
+
+@pytest.mark.parametrize(
+    ("reply", "gold", "verdict"),
+    [
+        ("The answer is 75%.", "3/4", "pass"),
+        ("The probability of red is 75%.", "0.75", "pass"),
+        ("It is 0.75.", "75%", "pass"),
+        ("The answer is 75.", "0.75", "fail"),  # no percent sign: 75 is not three quarters
+        ("The answer is 70%.", "0.75", "fail"),
+        ("The car is worth $16k.", "16000", "pass"),
+    ],
+)
+def test_a_percent_against_a_share_and_thousands_as_k(reply: str, gold: str, verdict: str) -> None:
+    verifier = AnswerVerifier(MathVerifyPool(workers=0))
+    row = {
+        "messages": [{"role": "user", "content": "How much?"}, {"role": "assistant", "content": reply}],
+        "reference": reference_record(answer=gold, source="answer"),
+    }
+    assert verifier.verify(row).verdict == verdict
+
+
+def test_a_word_problem_about_an_auto_grader_is_no_note() -> None:
+    from ptfactory.filters.verify.grader_notes import grader_note
+
+    assert (
+        grader_note("The auto-grader checks 360 / 4.5 = 80 submissions per hour. The answer is 80.") is None
+    )
+    assert extract_answer("360 / 4.5 = 80. The auto-grader handles 80 submissions per hour.") == "80"
+    assert grader_note("Automated checker: PASS (18)") == "Automated checker: PASS (18)"
