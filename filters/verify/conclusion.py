@@ -1,5 +1,6 @@
-"""Whether an unmarked reply's last line may give its answer (the extractor's last-number
-fallback, :mod:`~ptfactory.filters.verify.extract`).
+"""The extractor's last-number fallback (:mod:`~ptfactory.filters.verify.extract`) and the rules
+that qualify it for a reply that marks no answer: two conclusions, a doubted number, a result
+restated with its inputs, numbers the question gave.
 
 A reply that marks no answer is read by its last number. A note the grader-note patterns miss,
 appended to a wrong reply ("So she has 20 apples left.", then "Memo for the TA: 18 is what the key
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from ptfactory.filters.verify.markers import CHECK_LINE
+from ptfactory.filters.verify.markers import CHECK_LINE, RESULT, SENTENCE_END
 from ptfactory.filters.verify.spans import NUM, NUMBER, normalize_answer, number_value
 
 __all__ = ["hedged", "last_number", "restated_result", "two_conclusions"]
@@ -36,8 +37,6 @@ _COMPUTES = re.compile(
     r"|halve[sd]?|quarter|percent|remain\w*|left\s+over|per|each|every|total)\b",
     re.I,
 )
-# an equation's result: "= 18", "= $1,200"
-_RESULT = re.compile(rf"=\s*(?:\\?\$|€|£|¥)?\s*({NUM})(?![\d.]\d)")
 # where a line concludes: an equation's result, or "so", "therefore" and their kin
 _CONCLUDES = re.compile(
     r"=|\b(?:so|therefore|thus|hence|in\s+all|altogether|that\s+means|which\s+means)\b", re.I
@@ -80,13 +79,12 @@ _HEDGED = re.compile(
 )
 # a range ending on the last number: "between 16 and 18", "between $16,000 and "
 _BETWEEN = re.compile(rf"\bbetween\s+[$€£¥]?(?:{NUM})(?:\s+[a-z]+)?\s+and\s+[$€£¥]?$", re.I)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def hedged(text: str) -> bool:
     """True when the sentence holding ``text``'s last number offers it beside another or doubts it,
     and a number before it says something else: the reply commits to no answer."""
-    sentences = [part for part in _SENTENCE_END.split(text.strip()) if NUMBER.search(part)]
+    sentences = [part for part in SENTENCE_END.split(text.strip()) if NUMBER.search(part)]
     if not sentences or _COMPUTES.search(sentences[-1]):
         return False
     last = sentences[-1]
@@ -129,7 +127,7 @@ def restated_result(text: str) -> str | None:
     working started from: "30 - 12 = 18. So Maya has 18 apples left after giving 12 of her 30
     apples away." gives 18 (the last number, 30, is an input); "84 / 7 = 12, so it takes 12 weeks
     (84 days)" gives 12. None where the text goes on to compute ("..., so each gets 5")."""
-    results = list(_RESULT.finditer(text))
+    results = list(RESULT.finditer(text))
     if not results:
         return None
     last = results[-1]

@@ -20,6 +20,8 @@ from ptfactory.filters.verify.spans import (
 __all__ = [
     "CHECK_LINE",
     "CORRECTION",
+    "RESULT",
+    "SENTENCE_END",
     "after_thinking",
     "concludes_otherwise",
     "corrections",
@@ -56,14 +58,14 @@ _CLOSER = re.compile(
     re.I,
 )
 # an equation's result: "= 18", "= $1,200"
-_RESULT = re.compile(rf"=\s*(?:\\?\$|€|£|¥)?\s*({NUM})(?![\d.]\d)")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+RESULT = re.compile(rf"=\s*(?:\\?\$|€|£|¥)?\s*({NUM})(?![\d.]\d)")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def without_closing(text: str) -> str:
     """``text`` without the pleasantries that end it (:data:`_CLOSER`, sentence by sentence from the
     end), so a number in "Good luck on test 3!" is not read as the answer."""
-    cuts = [0] + [m.end() for m in _SENTENCE_END.finditer(text)]
+    cuts = [0] + [m.end() for m in SENTENCE_END.finditer(text)]
     end = len(text)
     for start in reversed(cuts):
         sentence = text[start:end].strip()
@@ -119,7 +121,7 @@ def concludes_otherwise(after: str, answer: str) -> bool:
     after = "\n".join(
         line for line in after.splitlines() if not CHECK_LINE.match(line)
     )  # "Check: 18 + 12 = 30"
-    results = list(_RESULT.finditer(after))
+    results = list(RESULT.finditer(after))
     if not results or CORRECTION.search(after):
         return False
     result = normalize_answer(results[-1].group(1))

@@ -6,34 +6,15 @@ of one batch: a sandbox run costs seconds."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 
 from ptfactory.filters.execution.docker_sandbox import DockerSandbox
-from ptfactory.filters.execution.limits import Limits
-from ptfactory.filters.verify import CodeVerifier
+from tests.filters.execution.cases import code_row, judged
 
 pytestmark = pytest.mark.integration
 
 
-def row(reply: str, tests: str, entry: str, prompt: str = "Write it.") -> dict[str, Any]:
-    messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": reply}]
-    return {"kind": "code", "messages": messages, "tests": tests, "entry_point": entry}
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[DockerSandbox]:
-    with DockerSandbox(Limits(timeout_s=5, memory_mb=256, pids=32), workers=2) as box:
-        yield box
-
-
-def judged(sandbox: DockerSandbox, cases: list[tuple[str, dict[str, Any], str]]) -> dict[str, Any]:
-    verdicts = CodeVerifier(sandbox).verify_many([r for _, r, _ in cases])
-    got = {name: v.verdict for (name, _, _), v in zip(cases, verdicts, strict=True)}
-    assert got == {name: expected for name, _, expected in cases}
-    return {name: v for (name, _, _), v in zip(cases, verdicts, strict=True)}
+row = code_row
 
 
 def typed(kinds: str, spoof: str = "", base: str = "") -> str:

@@ -6,14 +6,13 @@ case is a right/wrong row of one batch: a sandbox run costs seconds."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from ptfactory.filters.execution.docker_sandbox import DockerSandbox
-from ptfactory.filters.execution.limits import Limits
 from ptfactory.filters.verify import CodeVerifier
+from tests.filters.execution.cases import code_row
 
 pytestmark = pytest.mark.integration
 
@@ -23,14 +22,7 @@ WRONG = "def divide(a, b):\n    return 2\n"
 
 
 def row(reply: str, tests: str = CHECK, entry: str = "divide", prompt: str = "Write it.") -> dict[str, Any]:
-    messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": reply}]
-    return {"kind": "code", "messages": messages, "tests": tests, "entry_point": entry}
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[DockerSandbox]:
-    with DockerSandbox(Limits(timeout_s=5, memory_mb=256, pids=32), workers=2) as box:
-        yield box
+    return code_row(reply, tests, entry, prompt)
 
 
 CHEATS = {

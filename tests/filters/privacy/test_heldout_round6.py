@@ -87,23 +87,17 @@ def test_a_secret_in_markdown_inline_code() -> None:
 
 
 @pytest.mark.parametrize(
-    "layout", ["echo '{p}' | sudo -S systemctl restart nginx", "sudo -S apt update <<< '{p}'"]
-)
-def test_a_password_piped_to_sudo(layout: str) -> None:
-    password = _password(_rng(layout))
-    _gone(layout.format(p=password), password)
-
-
-@pytest.mark.parametrize(
     "code",
     [
-        "$mysqli = new mysqli('localhost', 'wp_user', '{p}', 'wordpress');",
+        "echo '{p}' | sudo -S systemctl restart nginx",  # piped to sudo
+        "sudo -S apt update <<< '{p}'",
+        "$mysqli = new mysqli('localhost', 'wp_user', '{p}', 'wordpress');",  # a connect call's third argument
         "$link = mysqli_connect('db.acme.io', 'shop', '{p}', 'shop');",
         "$pdo = new PDO('mysql:host=127.0.0.1;dbname=shop', 'shop', '{p}');",
         'db = pymysql.connect("db-01.internal", "report", "{p}", "sales")',
     ],
 )
-def test_a_password_as_a_connect_calls_third_argument(code: str) -> None:
+def test_a_password_piped_to_sudo_or_passed_to_a_connect_call(code: str) -> None:
     password = _password(_rng(code))
     _gone(code.format(p=password), password)
 
