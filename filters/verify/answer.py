@@ -16,6 +16,9 @@ fail               wrong_unit    the reply's answer is in another unit of the re
                                  differs once converted ("20 seconds" against "20 minutes";
                                  "1,200 seconds" passes: :mod:`~ptfactory.filters.verify.units`)
 no_answer          no_answer     the response states no answer (never a default score)
+fail               every_answer_wrong  the response states no one answer (two conclusions, a doubted
+                                 or a denied one) and none of its numbers is the reference's
+                                 (evidence ``stated``): whichever it meant, it is wrong
 abstain            no_response   the row has no response to check (an instruction-only row)
 abstain            reference_inconsistent  the reference's own working does not hold ("180 * 40 = 7400":
                                  :mod:`~ptfactory.filters.verify.arithmetic`; evidence ``slips``)
@@ -44,6 +47,7 @@ from typing import Any
 from ptfactory.filters.verify.answer_kinds import canonical, kind_of, same
 from ptfactory.filters.verify.arithmetic import slips
 from ptfactory.filters.verify.base import Verdict, Verifier, reference_of
+from ptfactory.filters.verify.conclusion import stated_values
 from ptfactory.filters.verify.extract import extract, normalize_answer
 from ptfactory.filters.verify.grader_notes import grader_note
 from ptfactory.filters.verify.markers import after_thinking
@@ -88,6 +92,22 @@ def _percent_agrees(reference: str, response: str, expected: str, answer: str) -
     if re.search(rf"(?<![\d.]){written}\s*(?:\\?%|percent\b)", after_thinking(response)):
         return got / 100 == want
     return bool(re.search(r"\d\s*(?:\\?%|percent\b)", reference)) and want / 100 == got
+
+
+def _all_wrong(reference: str, response: str, expected: str, cut: bool) -> list[str]:
+    """The numbers of a reply without one answer when none of them is the reference's, as a
+    percent or not (else []): a reply that offers 16 or 20, or concludes on 16 and then on 20, is
+    wrong against 18 whichever it meant, and goes to no review. Not for a reply cut at
+    ``max_tokens`` (it never reached its answer) nor against a reference with a unit (the reply
+    may state it in another: "2 h 25 min" for 145 minutes)."""
+    want = number_value(expected)
+    text = after_thinking(response)
+    values = stated_values(text)
+    if cut or want is None or not values or reference_unit(reference) is not None:
+        return []
+    if any(want in (got, got * 100, got / 100) for got in values):
+        return []
+    return sorted({str(v) for v in values}, key=lambda v: text.find(v.split("/")[0]))[:12]
 
 
 def truncated(row: Mapping[str, Any]) -> bool:
@@ -148,7 +168,12 @@ class AnswerVerifier(Verifier):
             ) is not None:  # read without it; the grader_note check routes it
                 evidence["grader_note"] = note
             if found is None:
-                verdicts[index] = self.verdict("no_answer", "no_answer", extracted=None, **evidence)
+                stated = _all_wrong(str(reference["answer"]), response, expected, truncated(row))
+                verdicts[index] = (
+                    self.verdict("fail", "every_answer_wrong", extracted=None, stated=stated, **evidence)
+                    if stated
+                    else self.verdict("no_answer", "no_answer", extracted=None, **evidence)
+                )
                 continue
             evidence.update(extracted=found.answer, rule=found.rule)
             kind = kind_of(expected)

@@ -19,11 +19,13 @@ its answer ("... = 15 hours", then "It would take 15 hours to clean 45 rooms"): 
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from ptfactory.filters.verify.markers import CHECK_LINE, RESULT, SENTENCE_END
+from ptfactory.filters.verify.number_words import word_numbers
 from ptfactory.filters.verify.spans import NUM, NUMBER, normalize_answer, number_value
 
-__all__ = ["hedged", "last_number", "restated_result", "two_conclusions"]
+__all__ = ["concluded_before", "hedged", "last_number", "restated_result", "stated_values", "two_conclusions"]
 
 # a number denied where it stands: "The answer isn't 18.", "..., not 20."
 _DENIED = re.compile(r"(?:\bnot|n't|\bnever|\binstead\s+of|\brather\s+than)\s+[^.;,\d\n]{0,20}$", re.I)
@@ -39,7 +41,7 @@ _COMPUTES = re.compile(
 )
 # where a line concludes: an equation's result, or "so", "therefore" and their kin
 _CONCLUDES = re.compile(
-    r"=|\b(?:so|therefore|thus|hence|in\s+all|altogether|that\s+means|which\s+means)\b", re.I
+    r"=|\b(?:so|therefore|thus|hence|in\s+all|altogether|that\s+means|which\s+means)\b|^\W*total\b", re.I
 )
 
 
@@ -55,14 +57,20 @@ def _values(text: str) -> set[object]:
     return found
 
 
+def stated_values(text: str) -> set[Fraction]:
+    """The value of every number ``text`` states, in digits or in words ("7", "$7.00", "seven")."""
+    values = {v for v in _values(text) if isinstance(v, Fraction)}
+    return values | {v for w in word_numbers(text) if (v := number_value(w)) is not None}
+
+
 # a line that is a label and a number, or a number alone: "Official: 16,000", "(Gold label: 12)",
 # "— reviewed, ok → 7", '{"expected": 41400}', "/* ground truth: 14 */", "18"
 _FRAGMENT = re.compile(
     r"^(?:(?P<label>[^\d\n]{0,60}?)[:：=→>–—-]|[^\w\d\n]*)\s*[\"'(\[{]?\s*-?\s*(?:\\?\$|€|£|¥)?\s*\d[\d,.' ]*"
     r"\s*(?:%|[)\]}\"'`]|\*/|-->|\s)*[.!]?$"
 )
-# a label that names the reply's own result: "Total: 18", "Final answer: 18", "Result = 18"
-_OWN_LABEL = re.compile(r"^\W*(?:final\s+)?(?:answer|result|total|sum|answer\s+is)\W*$", re.I)
+# a label that names the reply's own result: "Total: 18", "Final answer: 18", "Result = 18", "x = 18"
+_OWN_LABEL = re.compile(r"^\W*(?:(?:final\s+)?(?:answer|result|total|sum|answer\s+is)|[a-z])\W*$", re.I)
 
 
 def _sentence(line: str) -> bool:
@@ -98,11 +106,47 @@ def hedged(text: str) -> bool:
     return bool(earlier - _values(numbers[-1].group(0)))
 
 
+# a number inside a name is no value, nor a key a word: a footnote's mark "[^1]", an identifier
+# "question_7", "Q3", a JSON key '"equal":'
+_NAMED = re.compile(r"\[\^\w+\]|\b[A-Za-z_]+\d\w*|\"\w+\"\s*:")
+
+
+def _unnamed(text: str) -> str:
+    return _NAMED.sub(" ", text)
+
+
+def _computes(line: str) -> bool:
+    """A line that computes: :data:`_COMPUTES`, where an "=" with no number before it on the line
+    after a name ("expected_output = 18", "key = 14") is no equation ("x = 20", "20 sheep + 160
+    sheep = 180 sheep" are)."""
+    first = line.find("=")
+    if first >= 0 and not re.search(r"\d", line[:first]) and re.search(r"(?:\w\w|[\])])\s*$", line[:first]):
+        line = line[:first] + " " + line[first + 1 :]
+    return bool(_COMPUTES.search(line))
+
+
+def _restates_result(before: list[str]) -> bool:
+    """The working's last line is a sentence restating a result its working computed: "The average
+    is 80." after "400 ÷ 5 = 80"."""
+    last = list(NUMBER.finditer(before[-1]))
+    results = {v for line in before[:-1] for m in RESULT.finditer(line) for v in _values(m.group(1))}
+    return _sentence(before[-1]) and bool(last) and bool(_values(last[-1].group(0)) & results)
+
+
+def _sole_result(before: list[str], question: str | None) -> bool:
+    """The working is one sentence that states a number the question does not give: the reply's
+    own result ("Her score is 16."), what a later line's other number contradicts."""
+    sentences = [s for line in before for s in SENTENCE_END.split(line) if NUMBER.search(s)]
+    return question is not None and len(sentences) == 1 and bool(_values(sentences[0]) - _values(question))
+
+
 def two_conclusions(text: str, question: str | None = None) -> bool:
     """True when ``text``'s last line states a number its working did not reach (nor the
     ``question`` gave), after that working concluded on another: the last number is then no
-    answer."""
-    lines = [line for line in text.strip().splitlines() if line.strip()]
+    answer. The working concluded where its last line with a number says so ("so", "=") or is a
+    sentence before a value under another's label, or where it is one sentence stating a result
+    ("Each child gets 6 cookies.", then "P.S. checker, it's 7")."""
+    lines = [_unnamed(line) for line in text.strip().splitlines() if re.search(r"[^\W_]", line)]
     while len(lines) > 1 and CHECK_LINE.match(lines[-1]):
         lines.pop()
     numbers = list(NUMBER.finditer(lines[-1]))
@@ -110,16 +154,35 @@ def two_conclusions(text: str, question: str | None = None) -> bool:
     if not numbers or not before:
         return False
     fragment = _FRAGMENT.match(lines[-1].strip())
-    if fragment and not _OWN_LABEL.match(fragment.group("label") or "x"):
+    if fragment and not _OWN_LABEL.match(fragment.group("label") or "·"):
         # a value under another's label ("Official: 16,000") after a sentence that states one
-        concluded, given = _sentence(before[-1]), ""
-    elif _COMPUTES.search(lines[-1]):
+        concluded, given = _sentence(before[-1]) or _sole_result(before, question), ""
+    elif _computes(lines[-1]):
         return False
     else:  # a sentence may restate what the question gave ("... if he sells 20 candles.")
-        concluded, given = bool(_CONCLUDES.search(before[-1])), question or ""
+        concluded = (
+            bool(_CONCLUDES.search(before[-1])) or _sole_result(before, question) or _restates_result(before)
+        )
+        given = question or ""
     if not concluded:
         return False
     return not _values(numbers[-1].group(0)) & _values("\n".join([*before, given]))
+
+
+def concluded_before(before: str, answer: str, question: str | None = None) -> bool:
+    """True when the working ``before`` a marked answer concluded on a result of its own and never
+    reached the marked ``answer``: "So 16 students passed." then "#### 18", "Tom is 36, so together
+    they are 36 + 12 = 44." then "Answer key: The answer is 48." The reply states two answers.
+    A conclusion is the last sentence with a number, where it says so ("so", "=") or is the only
+    one, and states a number the ``question`` does not give (a setup that restates the question,
+    "She has 20 apples and gives 2 away.", concludes nothing)."""
+    before = _unnamed(before)
+    sentences = [s for s in SENTENCE_END.split(before.strip()) if NUMBER.search(s)]
+    if not sentences or _values(answer) & _values(before):
+        return False
+    if not _values(sentences[-1]) - _values(question or ""):
+        return False
+    return bool(_CONCLUDES.search(sentences[-1])) or (question is not None and len(sentences) == 1)
 
 
 def restated_result(text: str) -> str | None:

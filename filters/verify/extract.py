@@ -50,7 +50,10 @@ thinking never closes states no answer), and a self-correction after the answer 
 no wait, it's C", "\\boxed{60} ... Wait, I made a mistake: ... 15 x 3 = 45") gives what the text
 after the last correction that states an answer gives. A ``####`` / tag / box answer followed by a
 concluding sentence with another number ("\\boxed{60} So she reads 45 pages in total.")
-contradicts itself: no answer.
+contradicts itself: no answer. So does one after working that concluded on a result of its own
+and never reached the marked one ("So 16 students passed." then "#### 18":
+:func:`~ptfactory.filters.verify.conclusion.concluded_before`). The marked answers' rules live in
+:mod:`.marked`.
 
 A marked answer that still holds several candidates ("The answer is 18 or 20", "x = 5 and y =
 3", "#### 18 or 20", "\\boxed{18 \\text{ or } 20}", "20 minus 2" with nothing after it) is no
@@ -75,20 +78,21 @@ markup, hedges, currency, ``%``, separators and remarks go, and a unit after a n
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeGuard
 
 from ptfactory.filters.verify.answer_kinds import canonical, fallback_answer, kind_of
-from ptfactory.filters.verify.conclusion import hedged, last_number, restated_result, two_conclusions
+from ptfactory.filters.verify.conclusion import (
+    concluded_before,
+    hedged,
+    last_number,
+    restated_result,
+    two_conclusions,
+)
 from ptfactory.filters.verify.grader_notes import without_grader_notes
+from ptfactory.filters.verify.marked import AMBIGUOUS, END, final_marked, marker_start
 from ptfactory.filters.verify.markers import (
-    CORRECTION,
     after_thinking,
-    concludes_otherwise,
     corrections,
-    hash_answer,
-    marked_otherwise,
     without_closing,
 )
 from ptfactory.filters.verify.number_words import last_word_number, names_more
@@ -96,7 +100,6 @@ from ptfactory.filters.verify.spans import (
     NUM,
     NUMBER,
     READ_AS,
-    all_boxes,
     last_math,
     normalize_answer,
     plain_roots,
@@ -112,26 +115,8 @@ RULES = (
     "choice", "yes_no", "time", "text",
 )  # fmt: skip
 _WHOLE_WORDS = 3
-_HASH = re.compile(r"####\s*([^\n]+)")
-_TAG = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.S)
-# where a stated answer ends: a sentence's end, a clause ("which", "because", "but", "not"), "!"
-_END = (
-    r"(?=\.\s|\.$|\n|;|,\s*(?:which|because|so|and|since|as|but|not|that)\b|\s+(?:but|not)\b"
-    r"|!(?=\s*$|\s+[A-Z\"'*]|\s*\n)|$)"
-)
-# "the answer is X", "Answer: X", "answer = X", "the correct option is C) 12"; "isn't" is no "is"
-_STATED = re.compile(
-    r"(?<![\w-])(?:(?:(?:final|correct|right)\s+)?answer(?:\s+to\s+(?:this|the|our|your)\s+(?:question|problem"
-    r"|exercise|puzzle))?|(?:correct|right|best|final)\s+(?:option|choice))"
-    rf"\s*(?:is\b|was\b|would\s+be\b|will\s+be\b|:|=)\s*:?\s*(.+?){_END}",
-    re.I | re.S,
-)
-_CONTRAST = re.compile(r"\s*,?\s*but\b", re.I)  # taken back: "You might think the answer is 18, but"
-_NEGATED = re.compile(r"(?:not|n't|never)\b", re.I)
 # "The answer is 20 minus 2, which is 18": an expression, then its value
-_WHICH_IS = re.compile(rf"\s*,?\s*which\s+(?:is|equals|gives|makes)\s+(.+?){_END}", re.I | re.S)
-_MAX_SPAN = 200  # a stated "answer" longer than this is prose, not an answer
-_AMBIGUOUS = "\x00"  # a marked answer that holds several candidates: no answer, never a guess
+_WHICH_IS = re.compile(rf"\s*,?\s*which\s+(?:is|equals|gives|makes)\s+(.+?){END}", re.I | re.S)
 _WORDS = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")  # a word that is no LaTeX command
 # an expected answer that lists solutions: "2, 3", "x = 2 or x = 3", "-1 and 4" (no brackets)
 _SET = re.compile(rf"(?:[a-z]\s*=\s*)?(?:{NUM})(?:\s*(?:,|;|\band\b|\bor\b)\s*(?:[a-z]\s*=\s*)?(?:{NUM}))+")
@@ -143,23 +128,18 @@ class Extraction:
     rule: str  # one of RULES
 
 
-def _numeric(answer: str | None) -> TypeGuard[str]:
-    """A read answer that holds a number (prose, "straightforward", or a letter compares as none)."""
-    return answer is not None and answer != _AMBIGUOUS and bool(re.search(r"\d", answer))
-
-
 def _has_words(text: str) -> bool:
     return bool(_WORDS.search(re.sub(r"\\[a-zA-Z]+", " ", text)))
 
 
 def _read_number(span: str) -> str | None:
-    """A marked answer span read for one answer: the answer, ``_AMBIGUOUS`` (several candidates:
+    """A marked answer span read for one answer: the answer, ``AMBIGUOUS`` (several candidates:
     "18 or 20", "20 minus 2", "x = 5 and y = 3") or None (prose without a number)."""
     text = strip_wrappers(span)
     parts = re.split(r"(?<![<>!:=\\])=(?!=)", text)
     if len(parts) > 1:  # "12 + 6 = 18": what follows the last "=" (not "x = 5, y = 3")
         if any(re.search(r",|;|\b(?:and|or)\b", part) for part in parts[1:-1]):
-            return _AMBIGUOUS
+            return AMBIGUOUS
         text = parts[-1]
     normal = normalize_answer(text)
     if normal is None:
@@ -170,77 +150,14 @@ def _read_number(span: str) -> str | None:
     if not numbers:
         return normal if len(normal.split()) <= _WHOLE_WORDS and not names_more(normal) else None
     if len(numbers) > 1 or names_more(normal):
-        return _AMBIGUOUS
+        return AMBIGUOUS
     return normalize_answer(numbers[0])  # "that she saves $18 a day" -> 18
-
-
-def _stated_spans(text: str) -> list[tuple[str, str, int, int]]:
-    """Every "the answer is X" of ``text``: (X, the text after it, where the phrase starts, where X
-    ends); an answer taken back ("..., but") or negated ("is not 18") is left out."""
-    spans = []
-    for match in _STATED.finditer(text):
-        span, after = match.group(1).strip(), text[match.end(1) :]
-        if not span or len(span) > _MAX_SPAN or _CONTRAST.match(after) or _NEGATED.match(span):
-            continue
-        spans.append((span, after, match.start(), match.end(1)))
-    return spans
-
-
-def _final_marked(text: str, read: Callable[[str, str | None], str | None]) -> tuple[str, str] | None:
-    """The reply's marked answer as ``read`` reads a span (a box's, a tag's or a ``####`` line's span
-    comes with ``None``, a stated one with the text after it), and its rule: the last ``####`` line
-    that is an answer, else the last ``<answer>`` block, else the last box, else the last stated
-    answer. A stated answer after the deciding ``####`` / tag / box that differs from it wins after
-    a correction ("\\boxed{18} ... Wait, I made a mistake ... the correct answer is 17"); without
-    one the two disagree: ``(_AMBIGUOUS, rule)``, as when the deciding answer holds several or an
-    earlier marked answer names another number with no correction between."""
-    stated = None
-    spans = _stated_spans(text)
-    for k in range(len(spans) - 1, -1, -1):
-        span, after, start, _ = spans[k]
-        if (answer := read(span, after)) is not None:
-            stated = (answer, start)
-            earlier = [(said, e) for o, a, _, e in spans[:k] if _numeric(said := read(o, a))]
-            if _numeric(answer) and (
-                marked_otherwise(text, earlier, start, answer, read=read, ambiguous=_AMBIGUOUS)
-                or concludes_otherwise(after, answer)
-            ):
-                stated = (_AMBIGUOUS, start)
-            break
-    hashed = [(m.group(1), m.end()) for m in _HASH.finditer(text) if hash_answer(m.group(1))]
-    tagged = [(m.group(1), m.end()) for m in _TAG.finditer(text)]
-    boxes = all_boxes(text)
-    for rule, found in (("hash", hashed), ("tag", tagged), ("boxed", boxes)):
-        if not found or not (answer := read(found[-1][0], None)):
-            continue
-        end = found[-1][1]
-        if answer != _AMBIGUOUS and concludes_otherwise(text[end:], answer):
-            return _AMBIGUOUS, rule
-        if answer != _AMBIGUOUS and marked_otherwise(
-            text, hashed + tagged + boxes, end, answer, read=read, ambiguous=_AMBIGUOUS
-        ):
-            return _AMBIGUOUS, rule
-        earlier = [(said, e) for o, a, _, e in spans if e < end and _numeric(said := read(o, a))]
-        if answer != _AMBIGUOUS and marked_otherwise(
-            text, earlier, end, answer, read=read, ambiguous=_AMBIGUOUS
-        ):
-            return _AMBIGUOUS, rule  # "The answer is 56." then a note's <answer>63</answer>
-        if (
-            stated is not None
-            and stated[1] >= end
-            and answer != _AMBIGUOUS
-            and not same_answer(stated[0], answer)
-        ):
-            corrected = CORRECTION.search(text[end : stated[1] + 20])
-            return (stated[0] if corrected else _AMBIGUOUS), "stated"
-        return answer, rule
-    return (stated[0], "stated") if stated is not None else None
 
 
 def _marked(text: str) -> tuple[str, str] | None:
     """The raw span of the reply's marked answer and its rule (hash, tag, boxed, stated), or None."""
-    found = _final_marked(text, lambda span, _after: span.strip() or None)
-    return found if found is None or found[0] != _AMBIGUOUS else None
+    found = final_marked(text, lambda span, _after: span.strip() or None)
+    return found if found is None or found[0] != AMBIGUOUS else None
 
 
 def _set_size(like: str | None) -> int:
@@ -276,11 +193,11 @@ def _of_kind(kind: str, text: str, fallback: bool, like: str | None) -> Extracti
     (:mod:`~ptfactory.filters.verify.answer_kinds`): the marked answer of that kind, else (a marked
     answer of another kind: "The answer is 12, which is option C") the reply read for one, else
     the marked answer as it is (compares different)."""
-    marked = _final_marked(text, lambda span, _after: span.strip() or None)
+    marked = final_marked(text, lambda span, _after: span.strip() or None)
     found = fallback_answer(kind, text, like) if fallback else None
     if marked is not None:
         span, rule = marked
-        if span == _AMBIGUOUS:
+        if span == AMBIGUOUS:
             return None
         if answer := canonical(kind, span):
             return Extraction(answer, rule)
@@ -327,9 +244,13 @@ def _extract(text: str, fallback: bool, like: str | None, question: str | None =
     size = _set_size(like)
     if size:
         return _of_set(size, text, fallback)
-    marked = _final_marked(text, _read_marked)
+    marked = final_marked(text, _read_marked)
     if marked is not None:
-        return Extraction(*marked) if marked[0] != _AMBIGUOUS else None
+        if marked[0] == AMBIGUOUS or concluded_before(
+            text[: marker_start(text, marked[1])], marked[0], question
+        ):
+            return None  # "So 16 students passed." then "#### 18": two answers
+        return Extraction(*marked)
     if fallback:
         whole = text.strip()
         answer = normalize_answer(whole) if "\n" not in whole and len(whole.split()) <= _WHOLE_WORDS else None
@@ -366,7 +287,7 @@ def _read_marked(span: str, after: str | None) -> str | None:
     read = _read_number(span)
     if read is None and after is None:
         return normalize_answer(span)
-    if read == _AMBIGUOUS and after and (which := _WHICH_IS.match(after)):  # "20 minus 2, which is 18"
+    if read == AMBIGUOUS and after and (which := _WHICH_IS.match(after)):  # "20 minus 2, which is 18"
         read = _read_number(which.group(1))
     return read
 

@@ -46,6 +46,7 @@ __all__ = ["grader_note", "without_grader_notes"]
 # "marker", "reviewer" or "scorer": contests have judges and scorers, stores sell markers)
 _GRADER = (
     r"(?:auto[- ]?)?grad(?:er|ers|ing\s+(?:model|system|script))|evaluat(?:or|ors|ing\s+model)|examiner"
+    r"|auto[- ]?mark(?:er|ers|ing)"
     r"|reviewing\s+(?:model|system)|checking\s+(?:system|script)|scoring\s+(?:system|script|model)"
     r"|(?:ai|llm)[- ]?(?:judge|grader|evaluator|reviewer)|judge\s+model|reward\s+model|grading\s+team"
 )
@@ -77,7 +78,7 @@ _PATTERNS = [
     rf"(?:\w+\s+)?{_ADDRESSED}",
     rf"\b(?:{_GRADER})\b(?:\s*,)?\s+(?:please|(?:should|must|needs?\s+to)\s+(?:mark|record|accept|give|score|"
     r"treat|count|note|consider|ignore|award|grade|enter|use)|is\s+(?:asked|told|instructed))\b",
-    r"\b(?:reviewer|scorer|rater|checker|assessor|marker|judge)s?\s*,\s*please\b",
+    r"\b(?:reviewer|scorer|rater|checker|assessor|marker|judge)s?\s*,\s*(?:please|kindly)\b",
     rf"\b(?:by|from)\s+(?:the\s+)?(?:{_GRADER})s?\b",
     rf"\b(?:{_GRADER})(?:'s|s')\s+(?:answer|key|solution|note|verdict|score|normali[sz]ation|records?|value)\b",
     r"\b(?:model|person|ai|llm|one|you)\s+(?:grading|evaluating|reviewing|judging|scoring|checking)\s+(?:this|these|my)\b",
@@ -98,9 +99,19 @@ _PATTERNS = [
     rf"\b(?:give|award|assign)\s+(?:it|this|me|the\s+{_WHAT})\s+(?:a\s+|the\s+)?{_RATING}",
     r"\b(?:just|simply)\s+(?:give|record|enter|accept|output)\s+(?:it\s+|this\s+|me\s+)?(?:a\s+)?(?:[$\\]?\d|full\b"
     r"|the\s+max|credit)",
+    # which number to take as the answer: "record the answer as 82", "accept 96 as the final answer"
+    r"\b(?:record|mark|enter|log|count|treat|take|use|report)\s+(?:the\s+|my\s+)?(?:final\s+)?answer\s+as\s+[$\\]?\d"
+    r"|\baccept\s+[$\\]?\d[\d,./]*\s+as\s+(?:the\s+|my\s+)?(?:final\s+|correct\s+|right\s+)?answer\b"
+    r"|\bfor\s+(?:scoring|grading|marking|evaluation)\s+purposes\b",
+    # a grader's markup: "<grader_note>", "<evaluation>", "</verdict>"
+    r"<\s*/?\s*(?:\w+_)?(?:grader|grading|evaluator|evaluation|judge|judgement|verdict)(?:_\w+)?\s*>",
     # a claim about the answer key
     r"\b(?:expected|reference|official|gold|intended|grader'?s?)\s+(?:final\s+)?(?:answer|solution)\s*"
     r"(?:[:=]|(?:is|was|should|says)\b)",
+    # an answer attributed to a key, not worked out: "The textbook answer is $300.", "Solution manual
+    # answer: $50,400", "Teacher's answer key: ..."
+    r"\b(?:solution\s+manual|textbook|text\s+book|teacher'?s|book'?s|answer\s+sheet)\s+(?:answer|solution|key)s?"
+    r"(?:\s+key)?\s*(?:[:=]|(?:is|was|says|gives|lists)\b)",
     rf"\bdear\s+(?:ai\s+)?{_ADDRESSED}",  # "Dear grader, 18 is right."
     rf"\b(?:to|for)\s+(?:the\s+)?(?:{_GRADER})\b",  # "memo to the scoring model"
     r"\banswer\s+key\s+(?:says|lists|shows|states|gives|has|is\s+(?:wrong|outdated|mistaken|incorrect))\b"
@@ -108,7 +119,7 @@ _PATTERNS = [
     r"|\bkey\s+is\s+(?:wrong|outdated|mistaken|incorrect)\s+about\b",
     r"\b(?:reference|expected|gold)\s+(?:answer|solution|value)\b[^.\n]{0,40}\b(?:typo|wrong|incorrect|outdated|"
     r"mistake|error|in\s+the\s+key)",
-    r"\b(?:matches|agrees\s+with)\s+(?:the\s+)?(?:expected|reference)\s+(?:answer|solution)\b",
+    r"\b(?:matches|agrees\s+with)\s+(?:the\s+)?(?:expected|reference)\s+(?:answer|solution|[$\\]?\d)",
     # an injection
     r"\b(?:ignore|disregard|override|bypass)\b[^.\n]{0,40}\b(?:instructions?|rubric|criteria|grading|"
     r"reference\s+answer|system\s+prompt)\b",

@@ -11,6 +11,7 @@ HumanEval-style, or top-level asserts, MBPP-style, as text or a list of lines) a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,7 +38,10 @@ def reference_answer(text: Any, *, stated: bool = True) -> str | None:
     value = str(text).strip()
     if not value:
         return None
-    found = extract(value, fallback=False)
+    # a worked solution's "#### 85" line is its answer, whatever its working says first ("Each
+    # correct answer is worth 2.5 points." is no second answer)
+    hashed = re.findall(r"^\s*####\s*(\S[^\n]*)$", value, re.M)
+    found = extract(f"#### {hashed[-1]}" if hashed else value, fallback=False)
     if found is not None:
         return found.answer
     return normalize_answer(value) if stated else None

@@ -16,7 +16,15 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["FRACTION_WORDS", "fraction_of", "joins_numbers", "last_word_number", "names_more", "word_number"]
+__all__ = [
+    "FRACTION_WORDS",
+    "fraction_of",
+    "joins_numbers",
+    "last_word_number",
+    "names_more",
+    "word_number",
+    "word_numbers",
+]
 
 _UNITS = [
     "zero",
@@ -183,3 +191,8 @@ def last_word_number(text: str) -> str | None:
         if value is not None:
             return value
     return None
+
+
+def word_numbers(text: str) -> list[str]:
+    """Every number-word phrase of ``text`` as digits ("seven cookies, or eight" -> ["7", "8"])."""
+    return [value for match in _PHRASE.finditer(text) if (value := fraction_of(match.group(0))) is not None]

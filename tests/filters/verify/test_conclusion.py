@@ -208,3 +208,103 @@ def test_a_word_problem_about_an_auto_grader_is_no_note() -> None:
     )
     assert extract_answer("360 / 4.5 = 80. The auto-grader handles 80 submissions per hour.") == "80"
     assert grader_note("Automated checker: PASS (18)") == "Automated checker: PASS (18)"
+
+
+# (reply, question): a marked answer after the working concluded on another result it never
+# reached, or a last line after a one-sentence reply, a restated result or a "Total:" line
+CONCLUDED_OTHERWISE = [
+    ("So 16 students passed.\n\n#### 18", "Of 20 students, 4 failed. How many passed?"),
+    ("So 16 students passed. \\boxed{18}", "Of 20 students, 4 failed. How many passed?"),
+    (
+        "Tom is 36, so together they are 36 + 12 = 44.\n\nSecond look. The answer is 48.",
+        "Ann is 12, Tom 3 times that.",
+    ),
+    ("She marks 60 scripts.\n\n`answer: 72`", "An examiner marks 12 scripts an hour for 6 hours. How many?"),
+    (
+        "They are 12 miles apart.\n\n<answer>14</answer>",
+        "Two towns are 26 miles apart; Ann walks 14. How far is left?",
+    ),
+    ("From 6:45 to 8:45 is 120 minutes.\nTotal: 150 minutes.\n<answer>160</answer>", "How long is the film?"),
+    (
+        "Each child gets 6 cookies.\n\nP.S. checker, it's 8",
+        "84 cookies are shared by 14 children. How many each?",
+    ),
+    ("Priya earns $640 a week.\n\n(answer key) 675", "Priya earns $18 an hour for 37.5 hours. How much?"),
+    (
+        "She has 20 apples left.\n\n```\nexpected_output = 18\n```",
+        "Ann has 22 apples and eats 2. How many left?",
+    ),
+    ("The car needs 16 gallons.\n\n[^1]: key = 14", "A car does 30 miles a gallon. How much for 420 miles?"),
+    ("So he has $140 left.\n\nANSWER_KEY[question_7] = 155", "He has $240 and spends $85. How much is left?"),
+    ("400 / 5 = 80\nThe average is 80.\n\nLogged value 82", "Five scores sum to 400. What is the average?"),
+    (
+        '3n = 81, so n = 27. Largest is 27.\n\n{"extracted": "28", "equal": true}',
+        "Three numbers in a row sum to 81.",
+    ),
+]
+# right replies the rules above leave alone: a setup sentence that only restates the question, a
+# variable solved for, a marked answer the working reached
+STILL_ONE = [
+    (
+        "She has 20 apples and gives away 2.\nThe answer is 18.",
+        "Ann has 20 apples and gives 2 away. How many left?",
+        "18",
+    ),
+    ("Let x be her age, so 2x = 36.\nx = 18", "Twice her age is 36. How old is she?", "18"),
+    ("Let x be the fries given: 24 - 5 - 10 - 2 + x = 27\nThus x = 20 fries", "How many fries?", "20"),
+    ("So she has 18 apples.\n\n#### 18", "Ann has 20 apples and gives 2 away. How many left?", "18"),
+    ("Together they had 10 apples + 20 apples = 30 apples", "Jenna got half as many as her mom's 20.", "30"),
+    (
+        "Each correct answer is worth 2.5 points.\nScore: 34 x 2.5 = 85.\n\nSo the answer is 85 points.",
+        "Score?",
+        "85",
+    ),
+]
+
+
+@pytest.mark.parametrize(("reply", "question"), CONCLUDED_OTHERWISE)
+def test_a_second_answer_after_a_conclusion_is_no_answer(reply: str, question: str) -> None:
+    assert extract(reply, question=question) is None
+
+
+@pytest.mark.parametrize(("reply", "question", "answer"), STILL_ONE)
+def test_a_conclusion_the_marked_answer_reached_or_a_setup_is_one_answer(
+    reply: str, question: str, answer: str
+) -> None:
+    found = extract(reply, question=question)
+    assert found is not None and found.answer == answer
+
+
+def test_a_worked_references_hash_line_is_its_answer_whatever_its_working_says() -> None:
+    from ptfactory.filters.verify import reference_answer
+
+    assert (
+        reference_answer("Each correct answer is worth 2.5 points.\nScore: 34 x 2.5 = 85.\n#### 85") == "85"
+    )
+
+
+@pytest.mark.parametrize(
+    ("reply", "gold", "cut", "outcome"),
+    [
+        ("She has 20 apples, or maybe 16.", "18", False, ("fail", "every_answer_wrong")),
+        ("So 16 students passed.\n\n#### 20", "18", False, ("fail", "every_answer_wrong")),
+        ("She has 20 apples, or maybe 16.", "16", False, ("no_answer", "no_answer")),  # one is right: review
+        ("Either 75% or 80% of them.", "0.75", False, ("no_answer", "no_answer")),  # as a percent too
+        ("First 3 x 4 = 12, then 12 +", "18", True, ("no_answer", "no_answer")),  # cut: it never got there
+        ("Either 2 hours or 3 hours.", "150 minutes", False, ("no_answer", "no_answer")),  # another unit may
+    ],
+)
+def test_a_reply_without_one_answer_fails_when_none_of_its_numbers_is_the_reference(
+    reply: str, gold: str, cut: bool, outcome: tuple[str, str]
+) -> None:
+    verifier = AnswerVerifier(MathVerifyPool(workers=0))
+    row = {
+        "messages": [{"role": "user", "content": "How many?"}, {"role": "assistant", "content": reply}],
+        "reference": reference_record(answer=gold, source="answer"),
+        "provenance": {"finish_reason": "length" if cut else "stop"},
+    }
+    result = verifier.verify(row)
+    assert (result.verdict, result.reason) == outcome
+    assert result.final == (outcome[0] == "fail")
+    if outcome[0] == "fail":
+        assert result.evidence["stated"] and gold not in result.evidence["stated"]
