@@ -25,7 +25,15 @@ from ptfactory.filters.verify.markers import CHECK_LINE, RESULT, SENTENCE_END
 from ptfactory.filters.verify.number_words import word_numbers
 from ptfactory.filters.verify.spans import NUM, NUMBER, normalize_answer, number_value
 
-__all__ = ["concluded_before", "hedged", "last_number", "restated_result", "stated_values", "two_conclusions"]
+__all__ = [
+    "aside",
+    "concluded_before",
+    "hedged",
+    "last_number",
+    "restated_result",
+    "stated_values",
+    "two_conclusions",
+]
 
 # a number denied where it stands: "The answer isn't 18.", "..., not 20."
 _DENIED = re.compile(r"(?:\bnot|n't|\bnever|\binstead\s+of|\brather\s+than)\s+[^.;,\d\n]{0,20}$", re.I)
@@ -183,6 +191,26 @@ def concluded_before(before: str, answer: str, question: str | None = None) -> b
     if not _values(sentences[-1]) - _values(question or ""):
         return False
     return bool(_CONCLUDES.search(sentences[-1])) or (question is not None and len(sentences) == 1)
+
+
+# an aside in brackets after the last sentence's number: "145 minutes (2 h 25 min).", "$50,400
+# (that's 105% of the old pay)"; "2 hours 25 minutes, i.e. 145 minutes." ends on its answer
+_ASIDE = re.compile(rf"(?:{NUM})[^\d\n().;]{{0,30}}?\(([^()\n]*\d[^()\n]*)\)\s*[.!]?\s*$", re.I)
+
+
+def aside(text: str, question: str | None = None) -> bool:
+    """True when ``text`` ends on a number and then an aside with other numbers that does not
+    compute: a conversion ("145 minutes (2 h 25 min)."), a share ("$50,400 (that's 105% of the old
+    pay)"). Which one is the answer the text does not say: none is read (review when one is the
+    reference's, a fail when none is). An aside that only restates what the ``question`` gave ("105
+    km in total (5 km a day for 21 days)") leaves the number before it the answer."""
+    match = _ASIDE.search(text.rstrip())
+    if match is None:
+        return False
+    said = match.group(1)
+    if _COMPUTES.search(said) and not re.search(r"%|percent", said):
+        return False
+    return not _values(said) <= _values(question or "")
 
 
 def restated_result(text: str) -> str | None:

@@ -82,6 +82,7 @@ from dataclasses import dataclass
 
 from ptfactory.filters.verify.answer_kinds import canonical, fallback_answer, kind_of
 from ptfactory.filters.verify.conclusion import (
+    aside,
     concluded_before,
     hedged,
     last_number,
@@ -267,6 +268,8 @@ def _extract(text: str, fallback: bool, like: str | None, question: str | None =
             return None
         if (result := restated_result(text)) is not None:  # "= 18. So she has 18 of her 30 left."
             return Extraction(result, "last_number")
+        if aside(text, question):  # "145 minutes (2 h 25 min).": which is the answer?
+            return None
         math = last_math(text)
         if math is not None and not NUMBER.search(text[math[1] :]) and (answer := normalize_answer(math[0])):
             return Extraction(answer, "last_math")

@@ -308,3 +308,21 @@ def test_a_reply_without_one_answer_fails_when_none_of_its_numbers_is_the_refere
     assert result.final == (outcome[0] == "fail")
     if outcome[0] == "fail":
         assert result.evidence["stated"] and gold not in result.evidence["stated"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "question", "answer"),
+    [
+        ("120 + 25 = 145 minutes (2 h 25 min).", "How long is the film?", None),
+        ("The new salary is $50,400 (that's 105% of the old pay).", "A 5% raise on $48,000?", None),
+        ("1,220 liters remain (about 81% of 1,500).", "A 1,500 liter tank loses 280 liters.", None),
+        ("He runs 105 km in total (5 km a day for 21 days).", "Tom runs 5 km a day for 21 days.", "105"),
+        ("It is 2 hours and 25 minutes, i.e. 145 minutes.", "How many minutes?", "145"),
+        ("84 / 7 = 12, so it takes 12 weeks (84 days).", "84 days of work, 7 a week.", "12"),
+    ],
+)
+def test_an_aside_in_brackets_after_the_last_number_leaves_two_readings(
+    reply: str, question: str, answer: str | None
+) -> None:
+    found = extract(reply, question=question)
+    assert (found.answer if found else None) == answer
