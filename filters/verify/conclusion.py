@@ -49,15 +49,18 @@ _COMPUTES = re.compile(
 )
 # where a line concludes: an equation's result, or "so", "therefore" and their kin
 _CONCLUDES = re.compile(
-    r"=|\b(?:so|therefore|thus|hence|in\s+all|altogether|that\s+means|which\s+means)\b|^\W*total\b", re.I
+    r"=|\b(?:so|therefore|thus|hence|in\s+all|altogether|(?:that|this|which)\s+(?:means|gives|makes|leaves)|we\s+get)\b"
+    r"|^\W*(?:total|conclusion|result|overall)\b",
+    re.I,
 )
 
 
 def _values(text: str) -> set[object]:
-    """Every number of ``text`` by its value ("18", "18.0" and "$18" are one)."""
+    """Every number of ``text`` by its value ("18", "18.0" and "$18" are one; "$16k" is 16000)."""
     found: set[object] = set()
     for match in NUMBER.finditer(text):
-        answer = normalize_answer(match.group(0))
+        scale = _SCALE_AFTER.match(text, match.end())
+        answer = normalize_answer(match.group(0) + (scale.group(0) if scale else ""))
         value = number_value(answer) if answer else None
         found.add(value if value is not None else answer)
         if "/" in match.group(0):  # "84 / 7" is a division as well as a fraction: 84 and 7 are there too
@@ -183,12 +186,20 @@ def concluded_before(before: str, answer: str, question: str | None = None) -> b
     they are 36 + 12 = 44." then "Answer key: The answer is 48." The reply states two answers.
     A conclusion is the last sentence with a number, where it says so ("so", "=") or is the only
     one, and states a number the ``question`` does not give (a setup that restates the question,
-    "She has 20 apples and gives 2 away.", concludes nothing)."""
+    "She has 20 apples and gives 2 away.", concludes nothing). Numbers in words count ("so it took
+    three days" reached 3), and so does the same digits in cents or percent ("$0.25 each" reached 25)."""
     before = _unnamed(before)
-    sentences = [s for s in SENTENCE_END.split(before.strip()) if NUMBER.search(s)]
-    if not sentences or _values(answer) & _values(before):
+    sentences = [s for s in SENTENCE_END.split(before.strip()) if stated_values(s)]
+    marked, reached = stated_values(answer), stated_values(before)
+    # cents and percents: "0.25" and "50%", not a division ("42 / 60" is 0.7, not 70)
+    plain = {
+        number_value(normalize_answer(m.group(0)) or "")
+        for m in NUMBER.finditer(before)
+        if "/" not in m.group(0)
+    }
+    if not sentences or any(v in reached or v * 100 in plain or v / 100 in plain for v in marked):
         return False
-    if not _values(sentences[-1]) - _values(question or ""):
+    if not stated_values(sentences[-1]) - stated_values(question or ""):
         return False
     return bool(_CONCLUDES.search(sentences[-1])) or (question is not None and len(sentences) == 1)
 

@@ -21,9 +21,11 @@ __all__ = [
 
 HASH = re.compile(r"####\s*([^\n]+)")
 TAG = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.S)
-# where a stated answer ends: a sentence's end, a clause ("which", "because", "but", "not"), "!"
+# where a stated answer ends: a sentence's end, a clause ("which", "because", "but", "not", "i.e."),
+# a remark in brackets ("39 points (since 33 + 6 = 39)"), "!"
 END = (
     r"(?=\.\s|\.$|\n|;|,\s*(?:which|because|so|and|since|as|but|not|that)\b|\s+(?:but|not)\b"
+    r"|,?\s*(?:i\.\s?e\.|e\.\s?g\.)|\s*\((?=\s*(?:since|because|as|from|via|using|that'?s|which|for)\b)"
     r"|!(?=\s*$|\s+[A-Z\"'*]|\s*\n)|$)"
 )
 # "the answer is X", "Answer: X", "answer = X", "the correct option is C) 12"; "isn't" is no "is"

@@ -241,6 +241,8 @@ CONCLUDED_OTHERWISE = [
         '3n = 81, so n = 27. Largest is 27.\n\n{"extracted": "28", "equal": true}',
         "Three numbers in a row sum to 81.",
     ),
+    ("She ran 12 laps of 20 m.\nThat gives 240 meters.\n\n#### 2400", "A lap is 20 m; she runs 12 laps."),
+    ("The rent is $14,000.\nThe fee is $600.\nConclusion: $14600.\n\n<answer>14060</answer>", "Rent plus fee?"),
 ]
 # right replies the rules above leave alone: a setup sentence that only restates the question, a
 # variable solved for, a marked answer the working reached
@@ -259,6 +261,13 @@ STILL_ONE = [
         "Score?",
         "85",
     ),
+    # the marked answer in other digits the working reached: cents, a percent, "k", words
+    ("Each razor costs $2.00/8 = $0.25 each\n#### 25", "Price of one razor in cents?", "25"),
+    ("Grapes: 3 of 6 cups, so 50% of the salad.\nAnswer: 0.5", "What share is grapes?", "0.5"),
+    ("So she saves $1,600 x 10 = $16k.\nAnswer: $16000", "How much in 10 months?", "16000"),
+    ("32 feet is taller than the window, so it took three days.\n#### 3", "How many days?", "3"),
+    ("The answer is 39 points (since 33 + 6 = 39).", "Total points?", "39"),
+    ("Final answer: 6, i.e. six rounds of halving.", "How many rounds?", "6"),
 ]
 
 
