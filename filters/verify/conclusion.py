@@ -189,7 +189,12 @@ def concluded_before(before: str, answer: str, question: str | None = None) -> b
     "She has 20 apples and gives 2 away.", concludes nothing). Numbers in words count ("so it took
     three days" reached 3), and so does the same digits in cents or percent ("$0.25 each" reached 25)."""
     before = _unnamed(before)
-    sentences = [s for s in SENTENCE_END.split(before.strip()) if stated_values(s)]
+    # the marked answer's own sentence concludes before it only where it says so ("so we need 420
+    # more — in other words the answer is 780"; not "Reply 50: the answer is 384.")
+    *sentences, own = SENTENCE_END.split(before.lstrip())
+    sentences = [s for s in sentences if stated_values(s)]
+    if stated_values(own) and _CONCLUDES.search(own):
+        sentences.append(own)
     marked, reached = stated_values(answer), stated_values(before)
     # cents and percents: "0.25" and "50%", not a division ("42 / 60" is 0.7, not 70)
     plain = {
@@ -201,7 +206,8 @@ def concluded_before(before: str, answer: str, question: str | None = None) -> b
         return False
     if not stated_values(sentences[-1]) - stated_values(question or ""):
         return False
-    return bool(_CONCLUDES.search(sentences[-1])) or (question is not None and len(sentences) == 1)
+    sole = question is not None and len(sentences) == 1 and sentences[-1] is not own
+    return bool(_CONCLUDES.search(sentences[-1])) or sole
 
 
 # an aside in brackets after the last sentence's number: "145 minutes (2 h 25 min).", "$50,400

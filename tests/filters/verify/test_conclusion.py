@@ -242,7 +242,11 @@ CONCLUDED_OTHERWISE = [
         "Three numbers in a row sum to 81.",
     ),
     ("She ran 12 laps of 20 m.\nThat gives 240 meters.\n\n#### 2400", "A lap is 20 m; she runs 12 laps."),
-    ("The rent is $14,000.\nThe fee is $600.\nConclusion: $14600.\n\n<answer>14060</answer>", "Rent plus fee?"),
+    ("The tank holds 1200 L, so we need 420 more, in other words the answer is 780.", "A 1200 L tank?"),
+    (
+        "The rent is $14,000.\nThe fee is $600.\nConclusion: $14600.\n\n<answer>14060</answer>",
+        "Rent plus fee?",
+    ),
 ]
 # right replies the rules above leave alone: a setup sentence that only restates the question, a
 # variable solved for, a marked answer the working reached
@@ -268,6 +272,7 @@ STILL_ONE = [
     ("32 feet is taller than the window, so it took three days.\n#### 3", "How many days?", "3"),
     ("The answer is 39 points (since 33 + 6 = 39).", "Total points?", "39"),
     ("Final answer: 6, i.e. six rounds of halving.", "How many rounds?", "6"),
+    ("Reply 50: the answer is 384.", "How many?", "384"),  # a label in the answer's own sentence
 ]
 
 
