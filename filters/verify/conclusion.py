@@ -27,6 +27,7 @@ from ptfactory.filters.verify.spans import NUM, NUMBER, normalize_answer, number
 
 __all__ = [
     "aside",
+    "backed",
     "concluded_before",
     "hedged",
     "last_number",
@@ -130,18 +131,24 @@ def _computes(line: str) -> bool:
     """A line that computes: :data:`_COMPUTES`, where an "=" with no number before it on the line
     after a name ("expected_output = 18", "key = 14") is no equation ("x = 20", "20 sheep + 160
     sheep = 180 sheep" are)."""
-    first = line.find("=")
-    if first >= 0 and not re.search(r"\d", line[:first]) and re.search(r"(?:\w\w|[\])])\s*$", line[:first]):
-        line = line[:first] + " " + line[first + 1 :]
+    first = re.search(r"={1,2}", line)
+    if (
+        first
+        and not re.search(r"\d", line[: first.start()])
+        and re.search(r"(?:\w\w|[\])])\s*$", line[: first.start()])
+    ):
+        line = line[: first.start()] + " " + line[first.end() :]  # "assert final_answer == 5.5" too
     return bool(_COMPUTES.search(line))
 
 
-def _restates_result(before: list[str]) -> bool:
-    """The working's last line is a sentence restating a result its working computed: "The average
-    is 80." after "400 ÷ 5 = 80"."""
+def _restates_result(before: list[str], sentence: bool = True) -> bool:
+    """The working's last line (a ``sentence``, where asked) restates a result its working
+    computed: "The average is 80." after "400 ÷ 5 = 80", "21 seeds sprout." after "84 / 4 = 21"."""
     last = list(NUMBER.finditer(before[-1]))
     results = {v for line in before[:-1] for m in RESULT.finditer(line) for v in _values(m.group(1))}
-    return _sentence(before[-1]) and bool(last) and bool(_values(last[-1].group(0)) & results)
+    return (
+        (_sentence(before[-1]) or not sentence) and bool(last) and bool(_values(last[-1].group(0)) & results)
+    )
 
 
 def _sole_result(before: list[str], question: str | None) -> bool:
@@ -180,6 +187,24 @@ def two_conclusions(text: str, question: str | None = None) -> bool:
     return not _values(numbers[-1].group(0)) & _values("\n".join([*before, given]))
 
 
+# working: an operator between numbers, or an equation with a number ("15 x 3 = 45", "= 17"); a
+# fraction ("5/12", "\\frac{5}{12}") is a number, not working
+_WORKING = re.compile(r"[\d)]\s*[-+*×÷x]\s*[$(]?\d|\d\s+/\s+\d|=\s*[$(]?-?\d|\d\s*=|\\(?:times|div)\b")
+
+
+def backed(answer: str, before: str, after: str) -> bool:
+    """A corrected answer the reply backs: the working ``before`` the correction reached it, or the
+    text ``after`` it computes or reasons ("Wait, I made a mistake: 15 x 3 = 45", "Hmm, no - the
+    fence goes around twice, so 80 m."). "So Ana must buy 10 cans. P.S. The correct answer is
+    actually 11." and "Final Answer (corrected): \\boxed{190}" back nothing: a claim, not a
+    correction."""
+    value = number_value(normalize_answer(answer) or "")
+    if value is None:  # a letter, a word, an expression: "no wait, it's C"
+        return True
+    reasons = len(re.findall(r"[^\W\d_]{2,}", after)) >= 4
+    return value in stated_values(before) or reasons or bool(_WORKING.search(after))
+
+
 def concluded_before(before: str, answer: str, question: str | None = None) -> bool:
     """True when the working ``before`` a marked answer concluded on a result of its own and never
     reached the marked ``answer``: "So 16 students passed." then "#### 18", "Tom is 36, so together
@@ -195,7 +220,10 @@ def concluded_before(before: str, answer: str, question: str | None = None) -> b
     sentences = [s for s in sentences if stated_values(s)]
     if stated_values(own) and _CONCLUDES.search(own):
         sentences.append(own)
-    marked, reached = stated_values(answer), stated_values(before)
+    # the marked answer's own value: "5/12" is not reached by a 12 ("7/12" before it)
+    own_value = number_value(normalize_answer(answer) or "")
+    marked = {own_value} if own_value is not None else stated_values(answer)
+    reached = stated_values(before)
     # cents and percents: "0.25" and "50%", not a division ("42 / 60" is 0.7, not 70)
     plain = {
         number_value(normalize_answer(m.group(0)) or "")
@@ -207,7 +235,7 @@ def concluded_before(before: str, answer: str, question: str | None = None) -> b
     if not stated_values(sentences[-1]) - stated_values(question or ""):
         return False
     sole = question is not None and len(sentences) == 1 and sentences[-1] is not own
-    return bool(_CONCLUDES.search(sentences[-1])) or sole
+    return bool(_CONCLUDES.search(sentences[-1])) or sole or _restates_result(sentences, sentence=False)
 
 
 # an aside in brackets after the last sentence's number: "145 minutes (2 h 25 min).", "$50,400

@@ -83,6 +83,7 @@ from dataclasses import dataclass
 from ptfactory.filters.verify.answer_kinds import canonical, fallback_answer, kind_of
 from ptfactory.filters.verify.conclusion import (
     aside,
+    backed,
     concluded_before,
     hedged,
     last_number,
@@ -96,7 +97,7 @@ from ptfactory.filters.verify.markers import (
     corrections,
     without_closing,
 )
-from ptfactory.filters.verify.number_words import last_word_number, names_more
+from ptfactory.filters.verify.number_words import last_word_number, names_more, word_number
 from ptfactory.filters.verify.spans import (
     NUM,
     NUMBER,
@@ -118,6 +119,7 @@ RULES = (
 _WHOLE_WORDS = 3
 # "The answer is 20 minus 2, which is 18": an expression, then its value
 _WHICH_IS = re.compile(rf"\s*,?\s*which\s+(?:is|equals|gives|makes)\s+(.+?){END}", re.I | re.S)
+_WORDS_THEN_DIGITS = re.compile(r"([a-zA-Z][a-zA-Z -]*?)\s*\(\s*([$€£]?\s*-?[\d,.]+)\s*\)")
 _WORDS = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}")  # a word that is no LaTeX command
 # an expected answer that lists solutions: "2, 3", "x = 2 or x = 3", "-1 and 4" (no brackets)
 _SET = re.compile(rf"(?:[a-z]\s*=\s*)?(?:{NUM})(?:\s*(?:,|;|\band\b|\bor\b)\s*(?:[a-z]\s*=\s*)?(?:{NUM}))+")
@@ -137,6 +139,10 @@ def _read_number(span: str) -> str | None:
     """A marked answer span read for one answer: the answer, ``AMBIGUOUS`` (several candidates:
     "18 or 20", "20 minus 2", "x = 5 and y = 3") or None (prose without a number)."""
     text = strip_wrappers(span)
+    if (both := _WORDS_THEN_DIGITS.fullmatch(text.strip())) and word_number(
+        both.group(1)
+    ) == normalize_answer(both.group(2)):
+        return normalize_answer(both.group(2))  # "twelve (12)", "seventy ($70)"
     parts = re.split(r"(?<![<>!:=\\])=(?!=)", text)
     if len(parts) > 1:  # "12 + 6 = 18": what follows the last "=" (not "x = 5, y = 3")
         if any(re.search(r",|;|\b(?:and|or)\b", part) for part in parts[1:-1]):
@@ -233,7 +239,11 @@ def extract(
     for later_text in corrections(text):
         later = _extract(later_text, fallback, like, question)
         if later is not None:
-            return later if found is None or not same_answer(later.answer, found.answer) else found
+            if found is not None and same_answer(later.answer, found.answer):
+                return found
+            before = text[: len(text) - len(later_text)]
+            # a "correction" to a number nothing worked out is a second answer, not a correction
+            return later if backed(later.answer, before, later_text) else None
     return found
 
 

@@ -105,6 +105,11 @@ _PATTERNS = [
     r"|\bfor\s+(?:scoring|grading|marking|evaluation)\s+purposes\b",
     # a check's key=value output: "reference=18 candidate=18", "expected_output=300 status=accepted"
     r"\b(?:reference|expected(?:\s+output)?|gold|ground\s+truth|candidate|target)\s*=\s*[\"']?[$\\]?-?\d",
+    # the answer someone else wants: "the answer they want is $72", "the number you expect"
+    r"\b(?:answer|number|value|result)\s+(?:they|you|the\s+(?:teacher|key|book|checker))\s+(?:want|expect|"
+    r"are\s+looking\s+for|asked\s+for)",
+    # a postscript about the answer: "P.S. The correct answer is actually 11."
+    r"^[\W_]*p\.?\s?s\.?(?:\s?s\.?)?[:,]?\s[^\n]{0,40}\banswer\b",
     # a moderator's or proctor's note, a claim about "the submitted answer"
     r"\b(?:moderator|proctor|invigilator)'?s?\s+(?:note|comment|verdict)\b|\bsubmitted\s+answer\s+is\b",
     # a grader's markup: "<grader_note>", "<evaluation>", "</verdict>"
@@ -146,8 +151,11 @@ _PATTERNS = [
     r"^\s*#+\s*(?:grading|evaluation|verdict|grader)\b",
 ]
 _NOTE = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.I | re.M)
-# a fenced block, but for JSON: a reply to a question holds no JSON verdict unless it is one
-_FENCE = re.compile(r"^[ \t]*(```|~~~)(?![ \t]*json)[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.S | re.M | re.I)
+# a fenced block, but for JSON, YAML, XML or TOML: a reply to a question holds no verdict in those
+# unless it is one
+_FENCE = re.compile(
+    r"^[ \t]*(```|~~~)(?![ \t]*(?:json|ya?ml|xml|toml))[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.S | re.M | re.I
+)
 # pupils, not graders: "fifth graders", "3rd-graders" (masked before the search, same length)
 _PUPILS = re.compile(
     r"\b(?:\d+(?:st|nd|rd|th)|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth)"

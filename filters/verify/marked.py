@@ -25,7 +25,7 @@ TAG = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.S)
 # a remark in brackets ("39 points (since 33 + 6 = 39)"), "!"
 END = (
     r"(?=\.\s|\.$|\n|;|,\s*(?:which|because|so|and|since|as|but|not|that)\b|\s+(?:but|not)\b"
-    r"|,?\s*(?:i\.\s?e\.|e\.\s?g\.)|\s*\((?=\s*(?:since|because|as|from|via|using|that'?s|which|for)\b)"
+    r"|,?\s*(?:i\.\s?e\.|e\.\s?g\.)|,\s*(?:each|every|per|at|with|leaving|making|giving|saving|a|an)\s|\s*\((?=\s*(?:since|because|as|from|via|using|that'?s|which|for)\b)"
     r"|!(?=\s*$|\s+[A-Z\"'*]|\s*\n)|$)"
 )
 # "the answer is X", "Answer: X", "answer = X", "the correct option is C) 12"; "isn't" is no "is"
@@ -37,6 +37,7 @@ STATED = re.compile(
 )
 CONTRAST = re.compile(r"\s*,?\s*but\b", re.I)  # taken back: "You might think the answer is 18, but"
 NEGATED = re.compile(r"(?:not|n't|never)\b", re.I)
+_RESTATED = re.compile(r"^(?:the\s+)?(?:(?:final|correct|right)\s+)?answer\s+(?:is|was|:)\s*:?\s*", re.I)
 # what an answer is worth, not what it is: "Each correct answer is worth 2.5 points."
 _VALUED = re.compile(r"(?:worth|weighted|awarded|given|marked|scored|graded|counted)\b", re.I)
 MAX_SPAN = 200  # a stated "answer" longer than this is prose, not an answer
@@ -62,6 +63,8 @@ def stated_spans(text: str) -> list[tuple[str, str, int, int]]:
             or _VALUED.match(span)
         ):
             continue
+        # "Final Answer: The final answer is $\frac{3}{4}$": the inner phrase goes
+        span = _RESTATED.sub("", span, count=1) or span
         spans.append((span, after, match.start(), match.end(1)))
     return spans
 

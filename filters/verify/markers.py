@@ -36,6 +36,8 @@ CORRECTION = re.compile(
     r"|instead|misread|misunderstood|on\s+second\s+thought|hmm,?\s+no)\b",
     re.I,
 )
+# a correction only supposed: "(if I misread something, then 12)", "in case I am wrong"
+_IF = re.compile(r"\b(?:if|in\s+case|unless|should)\s+(?:i|we)\b[^.!?\n]*$", re.I)
 # a markdown heading written with GSM8K's marker is no answer: "#### Step 1: Eggs", "#### Final Answer"
 _HEADINGS = frozenset(
     {"step", "final", "answer", "solution", "conclusion", "summary", "explanation", "calculation", "result"}
@@ -48,12 +50,14 @@ _CONCLUSION = re.compile(
 )
 
 # a pleasantry that ends a reply: "Hope this helps!", "Let me know if you have questions (1-2
-# follow-ups welcome).", "So that's it - happy to go over the 2 steps again!": its numbers are no answer
+# follow-ups welcome).", "So that's it - happy to go over the 2 steps again!", a recap of what the
+# question gave ("To summarize the problem: we were given $2,400, 5% ..."): its numbers are no answer
 _CLOSER = re.compile(
-    r"^[\W_]*(?:(?:so|well|and|ok(?:ay)?)[\s,]+)?(?:let\s+me\s+know|(?:i\s+)?hope\s+(?:this|that|it|you)|thanks|thank\s+you"
+    r"^[\W_]*(?:(?:so|well|and|ok(?:ay)?)[\s,]+)?(?:(?:i'?m|i\s+am|we'?re|we\s+are|always)\s+)?(?:let\s+me\s+know|(?:i\s+)?hope\s+(?:this|that|it|you)|thanks|thank\s+you"
     r"|happy\s+to|glad\s+to|feel\s+free|good\s+luck|best\s+of\s+luck|have\s+a\s+(?:great|nice|good)|if\s+you\s+"
     r"(?:have|need|want)|any\s+(?:other\s+|more\s+|further\s+)?questions|cheers|enjoy|that'?s\s+(?:it|all)"
-    r"|try\s+the\b|(?:a\s+)?(?:nice|fun|good|great)\s+(?:warm-?up|exercise|problem|one))"
+    r"|try\s+the\b|(?:a\s+)?(?:nice|fun|good|great)\s+(?:warm-?up|exercise|problem|one)"
+    r"|to\s+(?:summari[sz]e|recap)\s+(?:the\s+)?(?:problem|question)|we\s+were\s+given\b)"
     r"|\bfollow-?ups?\b[^.!?\n]*\bwelcome\b",
     re.I,
 )
@@ -69,7 +73,7 @@ def without_closing(text: str) -> str:
     end = len(text)
     for start in reversed(cuts):
         sentence = text[start:end].strip()
-        if not sentence:
+        if not re.search(r"[^\W_]", sentence):  # nothing but an emoji or marks: "😊"
             end = start
             continue
         # "Overall, a nice warm-up; try ...": a closer may open after a comma or a dash
@@ -104,7 +108,8 @@ def corrections(text: str) -> Iterator[str]:
     """The text after each correction word, the last first (the extractor takes the first of these
     that states an answer)."""
     for marker in reversed(list(CORRECTION.finditer(text))):
-        yield text[marker.end() :]
+        if not _IF.search(text[max(0, marker.start() - 24) : marker.start()]):
+            yield text[marker.end() :]
 
 
 def concludes_otherwise(after: str, answer: str) -> bool:

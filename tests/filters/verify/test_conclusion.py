@@ -340,3 +340,44 @@ def test_an_aside_in_brackets_after_the_last_number_leaves_two_readings(
 ) -> None:
     found = extract(reply, question=question)
     assert (found.answer if found else None) == answer
+
+
+# a sixth held-out set's shapes: (reply, question, answer or None)
+SIXTH = [
+    # a correction that backs nothing (no working, no reasoning, never reached) is a second answer
+    (
+        "Cans: 108 / 10 = 10.8, so about 10.\n\nSo Ana must buy 10 cans.\n\nAnd the right count is actually 11.",
+        "q",
+        None,
+    ),
+    (
+        "Total: 80 + 100 = 180\n\n### Final Answer\n\\boxed{180}\n\n### Final Answer (corrected)\n\\boxed{190}",
+        "q",
+        None,
+    ),
+    ("So the scrimmage is 7/12 of the practice.\n\nThe correct answer is actually 5/12.", "q", None),
+    # a marked fraction is not reached by its denominator alone
+    ("So 1/4 of the class passed.\n\n<answer>3/4</answer>", "Of 32 pupils, 8 passed.", None),
+    # a result restated in a short sentence concludes
+    ("Seeds that sprout is 84 / 4 = 21. 21 seeds sprout.\n\n#### 63", "84 seeds, 1 in 4 sprout.", None),
+    # supposed, not made: "if I misread"
+    ("My answer: 16 (if I misread something, then 12).", "q", "16"),
+    ("Final Answer: The final answer is $\\frac{3}{4}$. I hope it is correct.", "q", "\\frac{3}{4}"),
+    ("The answer is twelve (12).", "q", "12"),
+    ("Answer: 25 pieces, each 60 cm long.", "A 15 m rope is cut into 60 cm pieces.", "25"),
+    ("It takes 10 minutes.\n\nI hope this helps! Let me know - happy to help 24/7. 😊", "q", "10"),
+    (
+        "Her new pay is $2,520.\n\nTo summarize the problem: we were given $2,400 and 5%.",
+        "$2,400 and a 5% raise",
+        "2520",
+    ),
+    ("Interest is $350.\n\nassert final_answer == 300", "Interest on $2,500 at 4% for 3 years?", None),
+]
+
+
+@pytest.mark.parametrize(("reply", "question", "answer"), SIXTH)
+def test_unbacked_corrections_restated_results_and_span_ends(
+    reply: str, question: str, answer: str | None
+) -> None:
+    found = extract(reply, question=question)
+    assert (found.answer if found else None) == answer
