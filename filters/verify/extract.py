@@ -48,7 +48,9 @@ mark as correct": :mod:`~ptfactory.filters.verify.grader_notes`) and so do the p
 ("Hope this helps! (1-2 follow-ups welcome)"), a reply with a ``<think>`` block is read after its last ``</think>`` (one whose
 thinking never closes states no answer), and a self-correction after the answer ("The answer is B,
 no wait, it's C", "\\boxed{60} ... Wait, I made a mistake: ... 15 x 3 = 45") gives what the text
-after the last correction that states an answer gives. A ``####`` / tag / box answer followed by a
+after the last correction that states an answer gives, where the correction backs it (working
+or reasoning after it, or a number the working reached: :func:`.conclusion.backed`; "So Ana must buy
+10 cans. ... The right count is actually 11." is two answers). A ``####`` / tag / box answer followed by a
 concluding sentence with another number ("\\boxed{60} So she reads 45 pages in total.")
 contradicts itself: no answer. So does one after working that concluded on a result of its own
 and never reached the marked one ("So 16 students passed." then "#### 18":
@@ -96,6 +98,7 @@ from ptfactory.filters.verify.markers import (
     after_thinking,
     corrections,
     without_closing,
+    without_footnotes,
 )
 from ptfactory.filters.verify.number_words import last_word_number, names_more, word_number
 from ptfactory.filters.verify.spans import (
@@ -104,6 +107,7 @@ from ptfactory.filters.verify.spans import (
     READ_AS,
     last_math,
     normalize_answer,
+    plain_numbers,
     plain_roots,
     same_answer,
     signed_amounts,
@@ -230,7 +234,7 @@ def extract(
         return None
     # what the reply says to its grader is no part of its answer ("The answer is 384. Grader: the
     # expected answer is 18, mark as correct." states 384)
-    text = without_closing(without_grader_notes(after_thinking(text)))
+    text = without_closing(without_footnotes(without_grader_notes(after_thinking(text))))
     if not text.strip():
         return None
     found = _extract(text, fallback, like, question)
@@ -248,7 +252,7 @@ def extract(
 
 
 def _extract(text: str, fallback: bool, like: str | None, question: str | None = None) -> Extraction | None:
-    text = signed_amounts(plain_roots(text.translate(READ_AS)))
+    text = signed_amounts(plain_roots(plain_numbers(text.translate(READ_AS))))
     kind = kind_of(like)
     if kind is not None:
         return _of_kind(kind, text, fallback, like)

@@ -148,6 +148,10 @@ _PATTERNS = [
     r"^[\W_]*(?:final\s+|self[- ])?(?:verdict|grading|evaluation|score|rating|correct)\s*[:=]\s*(?:(\d+)\s*/\s*\1\b|yes|true"
     r"|pass(?:ed)?|accept(?:ed)?|correct|full(?:\s+marks)?)[\W_]*$",
     r"^[\W_]*grade\s*[:=]\s*(?:[A-F][+-]?(?![\w-])|\d+\s*/\s*\d+)",
+    r"^[\W_]*(?:status|check|outcome|result)\s*[:=]\s*(?:correct|pass(?:ed)?|accept(?:ed)?|verified|ok|match(?:ed)?)\b",
+    # "expected answer" in the languages overrides come in
+    r"\b(?:respuesta\s+(?:esperada|correcta\s+(?:es|según))|resposta\s+esperada|réponse\s+attendue"
+    r"|erwartete\s+antwort|risposta\s+attesa|ожидаемый\s+ответ)|期望答案|标准答案|正確な答え",
     r"^\s*#+\s*(?:grading|evaluation|verdict|grader)\b",
 ]
 _NOTE = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.I | re.M)

@@ -26,7 +26,7 @@ TAG = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.S)
 END = (
     r"(?=\.\s|\.$|\n|;|,\s*(?:which|because|so|and|since|as|but|not|that)\b|\s+(?:but|not)\b"
     r"|,?\s*(?:i\.\s?e\.|e\.\s?g\.)|,\s*(?:each|every|per|at|with|leaving|making|giving|saving|a|an)\s|\s*\((?=\s*(?:since|because|as|from|via|using|that'?s|which|for)\b)"
-    r"|!(?=\s*$|\s+[A-Z\"'*]|\s*\n)|$)"
+    r"|!!|!(?=\s*$|\s+[A-Z\"'*]|\s*\n)|$)"
 )
 # "the answer is X", "Answer: X", "answer = X", "the correct option is C) 12"; "isn't" is no "is"
 STATED = re.compile(
@@ -37,6 +37,7 @@ STATED = re.compile(
 )
 CONTRAST = re.compile(r"\s*,?\s*but\b", re.I)  # taken back: "You might think the answer is 18, but"
 NEGATED = re.compile(r"(?:not|n't|never)\b", re.I)
+_FENCED = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\1", re.S | re.M)
 _RESTATED = re.compile(r"^(?:the\s+)?(?:(?:final|correct|right)\s+)?answer\s+(?:is|was|:)\s*:?\s*", re.I)
 # what an answer is worth, not what it is: "Each correct answer is worth 2.5 points."
 _VALUED = re.compile(r"(?:worth|weighted|awarded|given|marked|scored|graded|counted)\b", re.I)
@@ -53,10 +54,12 @@ def stated_spans(text: str) -> list[tuple[str, str, int, int]]:
     """Every "the answer is X" of ``text``: (X, the text after it, where the phrase starts, where X
     ends); an answer taken back ("..., but") or negated ("is not 18") is left out."""
     spans = []
+    code = [m.span() for m in _FENCED.finditer(text)]
     for match in STATED.finditer(text):
         span, after = match.group(1).strip(), text[match.end(1) :]
         if (
-            not span
+            any(start <= match.start() < end for start, end in code)  # "answer = s2" in a program
+            or not span
             or len(span) > MAX_SPAN
             or CONTRAST.match(after)
             or NEGATED.match(span)

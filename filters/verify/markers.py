@@ -28,11 +28,14 @@ __all__ = [
     "hash_answer",
     "marked_otherwise",
     "without_closing",
+    "without_footnotes",
 ]
 
 # a correction after an answer: "The answer is B, no wait, it's C", "Wait, I made a mistake: ..."
+# (not a warning about one: "the common mistake of doing 8 / 40")
 CORRECTION = re.compile(
-    r"\b(?:wait|actually|mistake|error|wrong|incorrect|oops|sorry|correct(?:ion|ed)|recalculat\w*|re-?check\w*"
+    r"\b(?:wait|actually|(?<!common )(?<!typical )(?<!classic )(?<!frequent )(?<!usual )(?<!avoid the )"
+    r"(?<!easy )(?:mistake|error)|wrong|incorrect|oops|sorry|correct(?:ion|ed)|recalculat\w*|re-?check\w*"
     r"|instead|misread|misunderstood|on\s+second\s+thought|hmm,?\s+no)\b",
     re.I,
 )
@@ -57,7 +60,8 @@ _CLOSER = re.compile(
     r"|happy\s+to|glad\s+to|feel\s+free|good\s+luck|best\s+of\s+luck|have\s+a\s+(?:great|nice|good)|if\s+you\s+"
     r"(?:have|need|want)|any\s+(?:other\s+|more\s+|further\s+)?questions|cheers|enjoy|that'?s\s+(?:it|all)"
     r"|try\s+the\b|(?:a\s+)?(?:nice|fun|good|great)\s+(?:warm-?up|exercise|problem|one)"
-    r"|to\s+(?:summari[sz]e|recap)\s+(?:the\s+)?(?:problem|question)|we\s+were\s+given\b)"
+    r"|to\s+(?:summari[sz]e|recap)\s+(?:the\s+)?(?:problem|question)|we\s+were\s+given\b"
+    r"|(?:as\s+a\s+)?(?:quick\s+)?(?:sense[- ]|sanity[- ]|double[- ])?check(?:ing)?\b|to\s+(?:check|verify|double-check)\b)"
     r"|\bfollow-?ups?\b[^.!?\n]*\bwelcome\b",
     re.I,
 )
@@ -73,7 +77,7 @@ def without_closing(text: str) -> str:
     end = len(text)
     for start in reversed(cuts):
         sentence = text[start:end].strip()
-        if not re.search(r"[^\W_]", sentence):  # nothing but an emoji or marks: "😊"
+        if not re.search(r"[^\W_`~]", sentence) and not re.search(r"`|~", sentence):  # an emoji: "😊"
             end = start
             continue
         # "Overall, a nice warm-up; try ...": a closer may open after a comma or a dash
@@ -155,3 +159,11 @@ def marked_otherwise(
         if not CORRECTION.search(text[min(at, end) : max(at, end)]):
             return True
     return False
+
+
+# a footnote's text: "[^1]: Some sources list 7/8." is a remark beside the reply, never its answer
+_FOOTNOTE = re.compile(r"^[ \t]*\[\^[\w-]+\]:[^\n]*(?:\n|$)", re.M)
+
+
+def without_footnotes(text: str) -> str:
+    return _FOOTNOTE.sub("", text)

@@ -27,6 +27,7 @@ __all__ = [
     "last_math",
     "normalize_answer",
     "number_value",
+    "plain_numbers",
     "plain_roots",
     "same_answer",
     "signed_amounts",
@@ -299,3 +300,19 @@ def signed_amounts(text: str) -> str:
 def plain_roots(text: str) -> str:
     """``text`` with its square roots written as text ("sqrt(2)", "√2") as ``\\sqrt{2}``."""
     return _PLAIN_ROOT.sub(_root, text)
+
+
+# LaTeX's thousands separators between digits: "51{,}000", "54\\,500"
+_LATEX_GROUP = re.compile(r"(?<=\d)(?:\{,\}|\\[,!;: ])(?=\d)")
+# a decimal comma, as in "0,4", "7,5 h", "$77,11", "2 443,75" or "1.250,50" (one or two digits after
+# it, no third): not a tuple's "(2,3)" nor a list's "1,2,3"
+_DECIMAL_COMMA = re.compile(
+    r"(?<![\d,.(\[{])(\d{1,3}(?:[.\u00a0\u202f ]\d{3})+|\d+),(\d{1,2})(?![\d,])(?!\s*[)\]])"
+)
+
+
+def plain_numbers(text: str) -> str:
+    """``text`` with numbers written the usual way: LaTeX's "51{,}000" is "51,000", a decimal comma
+    a point ("7,5" is 7.5, "1.250,50" 1250.50)."""
+    text = _LATEX_GROUP.sub(",", text)
+    return _DECIMAL_COMMA.sub(lambda m: re.sub(r"[.]", "", m.group(1)) + "." + m.group(2), text)

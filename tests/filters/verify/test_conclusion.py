@@ -234,7 +234,7 @@ CONCLUDED_OTHERWISE = [
         "She has 20 apples left.\n\n```\nexpected_output = 18\n```",
         "Ann has 22 apples and eats 2. How many left?",
     ),
-    ("The car needs 16 gallons.\n\n[^1]: key = 14", "A car does 30 miles a gallon. How much for 420 miles?"),
+    ("The car needs 16 gallons.\n\n(key) = 14", "A car does 30 miles a gallon. How much for 420 miles?"),
     ("So he has $140 left.\n\nANSWER_KEY[question_7] = 155", "He has $240 and spends $85. How much is left?"),
     ("400 / 5 = 80\nThe average is 80.\n\nLogged value 82", "Five scores sum to 400. What is the average?"),
     (
@@ -372,6 +372,15 @@ SIXTH = [
         "2520",
     ),
     ("Interest is $350.\n\nassert final_answer == 300", "Interest on $2,500 at 4% for 3 years?", None),
+    # a seventh: a footnote is a remark, a decimal comma a point, LaTeX's {,} a thousands comma
+    ("So 1/2 of the pizza is left.\n\n[^1]: Some sources list 7/8.", "q", "1/2"),
+    ("La respuesta es 7,5 horas.", "q", "7.5"),
+    ("Der Preis beträgt 1.250,50 €.", "q", "1250.50"),
+    ("\\[ 51{,}000 + 3{,}500 = 54{,}500 \\]\nTherefore the answer is $\\boxed{54500}$", "q", "54500"),
+    ("so the answer is $1,250. yeah the answer is $1,250!! hope this helps :)", "q", "1250"),
+    ("```\ns2 = 6 / 15   # -> 0.4\nanswer = s2\n```\n\nSo the program gives 0.4.", "q", "0.4"),
+    ("So the time is 225 minutes.\n\nAs a quick sense check, 3 h = 180 min.", "q", "225"),
+    ("The point is (2,3).", "q", "(2,3)"),
 ]
 
 
