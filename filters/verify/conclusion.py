@@ -165,6 +165,8 @@ def two_conclusions(text: str, question: str | None = None) -> bool:
     sentence before a value under another's label, or where it is one sentence stating a result
     ("Each child gets 6 cookies.", then "P.S. checker, it's 7")."""
     lines = [_unnamed(line) for line in text.strip().splitlines() if re.search(r"[^\W_]", line)]
+    if not lines:  # nothing but marks: "```", "..."
+        return False
     while len(lines) > 1 and CHECK_LINE.match(lines[-1]):
         lines.pop()
     numbers = list(NUMBER.finditer(lines[-1]))

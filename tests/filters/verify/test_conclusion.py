@@ -390,3 +390,25 @@ def test_unbacked_corrections_restated_results_and_span_ends(
 ) -> None:
     found = extract(reply, question=question)
     assert (found.answer if found else None) == answer
+
+
+@pytest.mark.parametrize("reply", ["```", "...", "— —\n\n😊", "```\n```", "[^1]: 7"])
+def test_a_reply_of_marks_only_reads_no_answer_and_raises_nothing(reply: str) -> None:
+    assert extract(reply, question="How many?") is None  # the probe's empty replies crashed here
+
+
+def test_no_reply_built_from_the_rules_pieces_makes_the_extractor_raise() -> None:
+    """Seeded random replies from the pieces the rules read (markers, numbers in every form,
+    fences, footnotes, corrections, notes): the extractor answers or abstains, never raises."""
+    import random
+
+    pieces = ["18", "-3", "1,250", "0,4", "7/12", "\\boxed{", "}", "####", "\n", "\n\n", "```", "(", ")", "[^1]:",
+              "=", "==", "+", "/", "The answer is", "Answer:", "So", "Total:", "P.S.", "<answer>", "</answer>",
+              "wait", "actually", "if I misread", "i.e.", ", each", "!!", "?", ".", ",", "%", "$", "twelve", "k",
+              "{,}", "😊", "hope this helps", "Check:", "Grader:", "x", '"expected":', "<think>", "</think>",
+              "or maybe", "between", "and"]  # fmt: skip
+    rng = random.Random(7)
+    for _ in range(1500):
+        reply = " ".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        for like in (None, "18", "B", "2, 3"):
+            extract(reply, question=rng.choice([None, "", "He has 18 and gives 7."]), like=like)
