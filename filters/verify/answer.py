@@ -101,7 +101,12 @@ def _all_wrong(reference: str, response: str, expected: str, cut: bool) -> list[
     ``max_tokens`` (it never reached its answer) nor against a reference with a unit (the reply
     may state it in another: "2 h 25 min" for 145 minutes)."""
     want = number_value(expected)
-    text = plain_numbers(after_thinking(response))
+    # "\\frac{7}{8}" is 7/8 here: every number the reply states, in any of its forms
+    text = re.sub(
+        r"\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}",
+        r" \1/\2 ",
+        plain_numbers(after_thinking(response)),
+    )
     values = stated_values(text)
     if cut or want is None or not values or reference_unit(reference) is not None:
         return []

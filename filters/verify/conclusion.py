@@ -207,14 +207,15 @@ def backed(answer: str, before: str, after: str) -> bool:
     return value in stated_values(before) or reasons or bool(_WORKING.search(after))
 
 
-def concluded_before(before: str, answer: str, question: str | None = None) -> bool:
+def concluded_before(before: str, answer: str, question: str | None = None, *, percent: bool = False) -> bool:
     """True when the working ``before`` a marked answer concluded on a result of its own and never
     reached the marked ``answer``: "So 16 students passed." then "#### 18", "Tom is 36, so together
     they are 36 + 12 = 44." then "Answer key: The answer is 48." The reply states two answers.
     A conclusion is the last sentence with a number, where it says so ("so", "=") or is the only
     one, and states a number the ``question`` does not give (a setup that restates the question,
     "She has 20 apples and gives 2 away.", concludes nothing). Numbers in words count ("so it took
-    three days" reached 3), and so does the same digits in cents or percent ("$0.25 each" reached 25)."""
+    three days" reached 3), and so does the same digits in cents or percent ("$0.25 each" reached 25;
+    a ``percent`` answer, 30%, any share of 3/10)."""
     before = _unnamed(before)
     # the marked answer's own sentence concludes before it only where it says so ("so we need 420
     # more — in other words the answer is 780"; not "Reply 50: the answer is 384.")
@@ -232,6 +233,8 @@ def concluded_before(before: str, answer: str, question: str | None = None) -> b
         for m in NUMBER.finditer(before)
         if "/" not in m.group(0)
     }
+    if percent:  # "12/40 = 3/10." then "The answer is 30%.": the share reached, as a percent
+        reached |= {v * 100 for v in reached}
     if not sentences or any(v in reached or v * 100 in plain or v / 100 in plain for v in marked):
         return False
     if not stated_values(sentences[-1]) - stated_values(question or ""):

@@ -261,9 +261,9 @@ def _extract(text: str, fallback: bool, like: str | None, question: str | None =
         return _of_set(size, text, fallback)
     marked = final_marked(text, _read_marked)
     if marked is not None:
-        if marked[0] == AMBIGUOUS or concluded_before(
-            text[: marker_start(text, marked[1])], marked[0], question
-        ):
+        start = marker_start(text, marked[1])
+        percent = bool(re.match(r"[^\n]*\d\s*(?:\\?%|percent)", text[start:]))  # "The answer is 30%."
+        if marked[0] == AMBIGUOUS or concluded_before(text[:start], marked[0], question, percent=percent):
             return None  # "So 16 students passed." then "#### 18": two answers
         return Extraction(*marked)
     if fallback:

@@ -306,6 +306,7 @@ def test_a_worked_references_hash_line_is_its_answer_whatever_its_working_says()
         ("Either 75% or 80% of them.", "0.75", False, ("no_answer", "no_answer")),  # as a percent too
         ("First 3 x 4 = 12, then 12 +", "18", True, ("no_answer", "no_answer")),  # cut: it never got there
         ("Either 2 hours or 3 hours.", "150 minutes", False, ("no_answer", "no_answer")),  # another unit may
+        ("\\boxed{\\frac{2}{5}} or possibly \\boxed{\\frac{7}{8}}", "7/8", False, ("no_answer", "no_answer")),
     ],
 )
 def test_a_reply_without_one_answer_fails_when_none_of_its_numbers_is_the_reference(
@@ -381,6 +382,9 @@ SIXTH = [
     ("```\ns2 = 6 / 15   # -> 0.4\nanswer = s2\n```\n\nSo the program gives 0.4.", "q", "0.4"),
     ("So the time is 225 minutes.\n\nAs a quick sense check, 3 h = 180 min.", "q", "225"),
     ("The point is (2,3).", "q", "(2,3)"),
+    # an eighth: a percent answer the working reached as a share
+    ("The increase is $12 on $40: 12/40 = 3/10.\n\nThe answer is 30%.", "A $40 price goes up $12.", "30"),
+    ("42 / 60 = 0.72 = 72%.\n\nSo we end with 72%.\n\n$\\boxed{70}$", "42 of 60 passed.", None),
 ]
 
 
