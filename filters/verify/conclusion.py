@@ -1,6 +1,10 @@
 """The extractor's last-number fallback (:mod:`~ptfactory.filters.verify.extract`) and the rules
 that qualify it for a reply that marks no answer: two conclusions, a doubted number, a result
-restated with its inputs, numbers the question gave.
+restated with its inputs, numbers the question gave, an aside in brackets; and where a reply's
+working stands against its marked answer or its correction: a marked answer after another
+conclusion (:func:`concluded_before`), a correction nothing backs (:func:`backed`). The numbers a
+reply states in any form (:func:`stated_values`) are what the answer verifier searches for the
+reference before it fails a reply of several answers.
 
 A reply that marks no answer is read by its last number. A note the grader-note patterns miss,
 appended to a wrong reply ("So she has 20 apples left.", then "Memo for the TA: 18 is what the key
