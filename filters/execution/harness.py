@@ -40,11 +40,16 @@ Against a solution that games the count: program.py is deleted before the soluti
 cannot read the tests or the nonce), the harness binds what it uses first, the tests run as a
 fresh ``__main__``, and a snapshot of ``builtins`` and of the modules the tests import (their
 classes, the functions' ``__code__``, the pytest stand-in's classes) fails a solution that rebinds
-one (``math.isclose``, ``TestCase.assertFalse``, ``approx.__eq__``); what the tests assign
-themselves (``builtins.input = ...``) is left out of it. An always-equal answer (an object whose
+one (``math.isclose``, ``TestCase.assertFalse``, ``approx.__eq__``, the module in ``sys.modules``);
+what the tests assign themselves (``builtins.input = ...``) is left out of it. The tests' own
+module is guarded too (``harness_guard.py``): what the solution put there while it loaded is
+dropped, and one that rebinds the harness's counter there, a name or a builtin the tests use
+(``EPS``, ``abs``), their functions, their classes' methods or the cases they loop over while
+they run is caught. An always-equal answer (an object whose
 ``__eq__`` holds against anything) fails every ``==``, ``!=`` and ``in`` of the tests and the
 assertions of their TestCases, and one returned by the solution's functions fails the run
-(``harness_honest.py``). The
+(``harness_honest.py``); so does a number whose ``__sub__`` says 0 where the tests check
+``abs(f(x) - want) < tol`` (``harness_numbers.py``). The
 solution still runs in this process: the sandbox bounds what code can do, not its honesty.
 """
 
@@ -59,6 +64,15 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are its globals there
+    from ptfactory.filters.execution.harness_guard import (
+        _bind,
+        _bound,
+        _fresh_main,
+        _guard_tests,
+        _moved,
+        _open_names,
+        _rebound,
+    )
     from ptfactory.filters.execution.harness_honest import (
         _fakes,
         _honest_comparisons,
@@ -67,7 +81,14 @@ if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are 
         _ptf_ne,
         _watch,
     )
-    from ptfactory.filters.execution.harness_pytest import _changed, _pytest_shim, _snapshot, _unsupported
+    from ptfactory.filters.execution.harness_numbers import _checked_subtractions, _ptf_sub
+    from ptfactory.filters.execution.harness_pytest import (
+        _changed,
+        _mention,
+        _pytest_shim,
+        _snapshot,
+        _unsupported,
+    )
     from ptfactory.filters.execution.harness_units import (
         _assigned,
         _count_doctests,
@@ -124,6 +145,8 @@ def _ptf_count(value: object, line: int) -> None:
             held = _bool(value) if _type(value) is not _bool else value
         except BaseException:  # a __bool__ that raises is a failed assertion, not a crash
             held = False
+    if _bound:  # a solution that wrapped the counter itself: caught at the next assertion
+        _rebound()
     _counts[0] += 1 if held is True else 0
     _counts[1] += 1
     if not held:  # what a reader of the log needs: which assert, since none stops the run any more
@@ -251,8 +274,11 @@ def run(solution: str | None, tests: str, entry_point: str | None, nonce: str = 
         # dont_inherit: this file's ``from __future__`` import must not change how the code compiles
         tree, tests = _tests_tree(tests)  # fenced tests, a doctest transcript: read as such
         _without_runners(tree)
+        _open_names(tree)  # the tests' globals their own code changes: the rest is guarded
+        _mention(tree)  # a pytest feature the stand-in lacks abstains only where the tests name it
         humaneval = _humaneval_check(tree, entry_point)
         modules = _imported(tree)
+        _checked_subtractions(tree)  # abs(f(x) - want) < tol: an answer whose __sub__ says 0 is caught
         _honest_comparisons(tree)  # every ==, != and in of the tests: false through an always-equal object
         written = _rewrite(tree)
         code = compile(tree, "tests.py", "exec", dont_inherit=True)
@@ -274,6 +300,7 @@ def run(solution: str | None, tests: str, entry_point: str | None, nonce: str = 
         # ``input()``) stays out of the run, and tests that ``from solution import f`` find it.
         module = type(sys)("solution")
         sys.modules["solution"] = module
+        before = dict(namespace)  # what the solution may add to the tests' module while it loads
         parsed = compile(solution, "solution.py", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
         own_pytest = "pytest" in solution  # the text first: no walk of the tree for most solutions
         del solution
@@ -287,13 +314,22 @@ def run(solution: str | None, tests: str, entry_point: str | None, nonce: str = 
         changed = _changed(taken)
         if changed:
             raise _Tampered(changed)
+        _fresh_main(main, namespace, before)  # a __builtins__ of its own there would be the tests'
         namespace.update(_own_names(module.__dict__, _BUILTIN_NAMES, entry_point))
         _method_entry(namespace, entry_point)
         _watch(namespace)  # what the solution's functions return, checked for always-equal objects
         _stand_in_modules(tree, namespace, entry_point)  # `from add_module import add`: the solution
         namespace.update(__name__="__main__", _ptf_count=_ptf_count, _ptf_raised=_ptf_raised)
-        namespace.update(_ptf_eq=_ptf_eq, _ptf_ne=_ptf_ne, _ptf_in=_ptf_in)
+        namespace.update(
+            _ptf_eq=_ptf_eq, _ptf_ne=_ptf_ne, _ptf_in=_ptf_in, _ptf_sub=_ptf_sub, __builtins__=builtins
+        )
+        _bind(
+            namespace,
+            ("_ptf_count", "_ptf_raised", "_ptf_eq", "_ptf_ne", "_ptf_in", "_ptf_sub", "__builtins__"),
+        )
+        defined = dict(namespace)
         exec(code, namespace)
+        _guard_tests(namespace, defined)  # the tests' functions and classes as defined: checked at the end
         # HumanEval-style tests define check(candidate): called with the entry point; MBPP-style
         # ones are top-level asserts that have already run above; pytest- and unittest-style ones
         # define test functions, Test classes and TestCases that nothing calls: they run here
@@ -306,7 +342,7 @@ def run(solution: str | None, tests: str, entry_point: str | None, nonce: str = 
                 "no test ran: the tests only define functions or classes and nothing calls them"
                 + (" (check(candidate) needs the entry point)" if "check" in namespace else "")
             )
-        changed = _changed(taken, callables_only=True)
+        changed = _changed(taken, callables_only=True) or _moved()
         if changed:
             raise _Tampered(changed)
         ok = True

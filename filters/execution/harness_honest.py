@@ -9,11 +9,14 @@ against a fresh object of a class nothing knows (``_Stranger``), which an honest
 object, or a builtin container holding one, is caught three ways:
 
 - every ``==``, ``!=`` and ``in`` of the tests (in asserts or not: ``assertTrue(f(x) == 2)``,
-  ``if f(x) == 2:``) is rewritten to a call that is false when it holds only through one;
+  ``if f(x) == 2:``) is rewritten to a call that is false when it holds only through one (one
+  that binds to the first value it meets is tried against a perturbed copy before the tests'
+  own ``==`` runs);
 - the assertion methods of the tests' ``TestCase`` classes (``assertEqual``, ``assertIn``,
   ``assertCountEqual``, ``assertAlmostEqual``...) fail on one before unittest compares;
-- the solution's functions the tests get are watched: one that returns a counterfeit fails the
-  whole run (passed 0), whatever compares it later.
+- the solution's functions the tests get are watched: one that returns a counterfeit, or a
+  number whose arithmetic lies (``abs(f(x) - want)`` always 0: ``_lying``), fails the whole run
+  (passed 0), whatever compares it later.
 
 The tests' own wildcards (``mock.ANY``, a class of the tests) may equal anything; a solution's
 function may return none of them.
@@ -29,6 +32,7 @@ if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are 
     from typing import Any
 
     from ptfactory.filters.execution.harness import _bool, _locate, _type
+    from ptfactory.filters.execution.harness_numbers import _lying
 
 _PLAIN = (int, float, complex, str, bytes, bool, type(None), range)
 _CONTAINERS = (list, tuple, set, frozenset, dict)
@@ -134,27 +138,56 @@ def _perturbed(expected: object) -> object:
     return _Stranger() if copy is None else _NO_COPY
 
 
+def _perturbations(expected: Any) -> list[object]:
+    """``_perturbed(expected)`` and copies changed within its own kind of value (a list of ints
+    one int longer, or with its first item changed; a str one letter longer; a dict with one
+    value changed): a selective answer that says it equals any list of ints (but no list holding
+    a ``_Stranger``) equals one of them too; an honest one equals none."""
+    first = _perturbed(expected)
+    found = [] if first is _NO_COPY else [first]
+    kind = _type(expected)
+    if kind is str or kind is bytes:
+        found += [expected + expected[:1] * 2 + ("x" if kind is str else b"x"), expected[:-1]]
+    elif kind is int:
+        found += [-expected - 1, expected * 3 + 7]
+    elif kind is float and -float("inf") < expected < float("inf"):
+        found.append(-expected - 1.0)
+    elif kind is list or kind is tuple:
+        items = list(expected)
+        if items and _perturbed(items[0]) is not _NO_COPY:
+            found.append(kind([_perturbed(items[0]), *items[1:]]))
+        found += [kind(items[:-1]), kind([*items, items[-1] if items else 0])]
+    elif kind is dict and expected:
+        key, value = next(iter(dict.items(expected)))
+        if _perturbed(value) is not _NO_COPY:
+            found.append({**expected, key: _perturbed(value)})
+    if (kind is set or kind is frozenset) and expected:
+        found.append(kind(list(expected)[1:]))
+    return [copy for copy in found if copy is not _NO_COPY and not (_type(copy) is kind and copy == expected)]
+
+
 def _dishonest(value: Any, expected: Any, budget: list[int], depth: int = 0) -> bool:
     """``value == expected`` holds, ``expected`` a builtin value, and ``value`` (not a builtin of its
     exact type) equals a perturbed copy of it too (``_perturbed``): a selective always-equal answer,
-    whose ``__eq__`` says ``isinstance(other, int)``, however its ``__class__`` reads. Builtin
-    sequences (a namedtuple, a list subclass) and dicts are compared item by item, 4 levels deep,
-    1,000 items in all."""
+    whose ``__eq__`` says ``isinstance(other, int)``, however its ``__class__`` reads. The copy is
+    tried first, before the tests' own ``==``: an answer that binds to the first value it meets
+    (equal to it ever after) binds to the copy. Builtin sequences (a namedtuple, a list subclass)
+    and dicts are walked item by item, 4 levels deep, 1,000 items in all."""
     kind, want = _type(value), _type(expected)
     budget[0] -= 1
     if budget[0] < 0 or (kind is want and id(kind) in _PLAIN_IDS):
         return False
     if id(want) not in _PLAIN_IDS and id(want) not in _CONTAINER_IDS:
         return False  # no builtin value to perturb: a class's own == is the tests' business
-    if (kind is not want and _wildcard(kind)) or not _holds(value, expected):
+    if kind is not want and _wildcard(kind):
         return False
-    if kind is not want and _holds(value, _perturbed(expected)):
-        return True
+    if kind is not want and any(_holds(value, copy) for copy in _perturbations(expected)):
+        return _holds(value, expected)
     if depth >= 4:
         return False
     if (want is list or want is tuple) and issubclass(kind, (list, tuple)):
         items = list.__iter__(value) if issubclass(kind, list) else tuple.__iter__(value)
-        pairs = zip(items, expected, strict=False)  # equal by the class's own ==: lengths may differ
+        pairs = zip(items, expected, strict=False)  # its items first: no == of theirs has run yet
         return any(_dishonest(item, other, budget, depth + 1) for item, other in pairs)
     if want is dict and issubclass(kind, dict):
         for key, other in dict.items(expected):
@@ -195,20 +228,26 @@ def _items(container: Any) -> list[object]:
 
 
 def _selective_member(member: object, container: object) -> bool:
-    """``member in container`` holds, for a builtin container (or a subclass of one), only through
-    a selective always-equal answer: the member, or the item it matched (``_selective``)."""
-    for item in _items(container):
-        if item is not member and (_holds(item, member) or _holds(member, item)):
-            return _selective(member, item)
-    return False
+    """``member in container`` would hold, for a builtin container (or a subclass of one), only
+    through a selective always-equal answer: the member, or an item (``_selective``); tried before
+    the tests' own ``in``, as ``_dishonest`` says why."""
+    if id(_type(member)) in _PLAIN_IDS:
+        return any(
+            _type(item) is not _type(member) and _selective(member, item) for item in _items(container)
+        )
+    return any(item is not member and _selective(member, item) for item in _items(container))
 
 
 def _ptf_eq(left: object, right: object) -> object:
-    """``left == right`` in the tests, false when either side is a counterfeit answer."""
+    """``left == right`` in the tests, false when either side is a counterfeit answer (a selective
+    one looked for first, before this ``==`` runs: ``_dishonest``)."""
+    plain = id(_type(left)) in _PLAIN_IDS and id(_type(right)) in _PLAIN_IDS
+    selective = not plain and _selective(left, right)
     result = left == right
-    if _type(result) is _bool and not result:
-        return result
-    return False if _counterfeit(left) or _counterfeit(right) or _selective(left, right) else result
+    if selective or (_type(result) is _bool and not result):
+        return False if selective else result
+    fake = _counterfeit(left) or _counterfeit(right) or _lying(left) or _lying(right)  # vs pytest.approx
+    return False if fake else result
 
 
 def _ptf_ne(left: object, right: object) -> object:
@@ -221,8 +260,9 @@ def _ptf_ne(left: object, right: object) -> object:
 
 def _ptf_in(member: object, container: Any) -> object:
     """``member in container`` in the tests, false when either side is or holds a counterfeit."""
+    selective = _selective_member(member, container)
     result = member in container
-    if result and (_counterfeit(member) or _counterfeit(container) or _selective_member(member, container)):
+    if result and (selective or _counterfeit(member) or _counterfeit(container)):
         return False
     return result
 
@@ -259,7 +299,7 @@ def _checking(method: Callable[..., object], name: str) -> Callable[..., object]
         values = (*args, *kwargs.values())
         failure = getattr(self, "failureException", AssertionError)
         for value in values:
-            if _counterfeit(value):
+            if _counterfeit(value) or _lying(value):  # assertAlmostEqual: abs(first - second) said 0
                 raise failure(f"an always-equal object (a {_type(value).__name__} that is or holds one)")
         if (equal or member) and len(values) >= 2:
             first, second = values[0], values[1]
@@ -301,7 +341,7 @@ def _watched(function: Callable[..., object]) -> Callable[..., object]:
 
     def watched(*args: object, **kwargs: object) -> object:
         value = function(*args, **kwargs)
-        if id(_type(value)) not in _PLAIN_IDS and _counterfeit(value, wildcards=False):
+        if id(_type(value)) not in _PLAIN_IDS and (_counterfeit(value, wildcards=False) or _lying(value)):
             _fakes.append(_type(value).__name__)
         return value
 

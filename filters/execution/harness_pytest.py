@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # the sandbox runs the files as one program: these names are 
 
     from ptfactory.filters.execution.harness import _ptf_count
     from ptfactory.filters.execution.harness_fixtures import _fixture_mark
+    from ptfactory.filters.execution.harness_units import _nodes
 
 
 class _RaisesContext:
@@ -117,6 +118,18 @@ class _Approx:
 
 
 _unsupported: list[str] = []  # pytest features the stand-in lacks that the tests used
+_mentioned: set[str] = set()  # every name the tests write: a feature they never name is not theirs
+
+
+def _mention(tree: object) -> None:
+    """Note the names the tests write (names, attributes, imports, strings): a pytest feature the
+    stand-in lacks abstains the run only where the tests use it; a solution's own
+    ``pytest.skip(...)`` (a skip of the tests it is not theirs to make) fails instead."""
+    for node in _nodes(tree):  # type: ignore[arg-type]
+        for field in ("attr", "id", "name", "value"):
+            word = getattr(node, field, None)
+            if isinstance(word, str):
+                _mentioned.add(word)
 
 
 class _Param(tuple):  # type: ignore[type-arg]
@@ -137,7 +150,7 @@ class _Mark:
         return self._mark if self.name != "parametrize" else (lambda f: self._parametrize(f, *args))
 
     def _mark(self, function: object) -> object:
-        if self.name in ("skip", "skipif", "xfail", "usefixtures"):
+        if self.name in ("skip", "skipif", "xfail", "usefixtures") and self.name in _mentioned:
             _unsupported.append(f"pytest.mark.{self.name}")
         return function
 
@@ -167,7 +180,7 @@ class _Marks:
 
 def _missing_feature(name: str) -> object:
     """A pytest name the stand-in lacks (``skip``, ``warns``...): the run abstains on it."""
-    if not name.startswith("_"):  # the harness's own probes (_ptf_params) are no test's
+    if not name.startswith("_") and name in _mentioned:  # the harness's probes (_ptf_params) are no test's
         _unsupported.append(f"pytest.{name}")
     raise AttributeError(f"the harness's pytest stand-in has no {name!r}")
 
@@ -196,8 +209,9 @@ _SNAPSHOT_SKIP = frozenset({"sys", "__main__", "solution"})
 def _snapshot(modules: set[str]) -> list[tuple[object, str, object, str]]:
     """What the tests lean on, taken before the solution loads: the attributes of ``builtins``, of
     the modules the tests import (and their submodules) and of the classes those define (the pytest
-    stand-in's too), and the ``__code__`` of their functions (swapped in place, the function object
-    stays)."""
+    stand-in's too), the ``__code__`` of their functions (swapped in place, the function object
+    stays), and those modules' entries in ``sys.modules`` (a lenient ``unittest`` of the
+    solution's there would be what the tests import)."""
     taken: list[tuple[object, str, object, str]] = []
 
     def take(mapping: object, key: str, value: object, label: str) -> None:
@@ -215,6 +229,7 @@ def _snapshot(modules: set[str]) -> list[tuple[object, str, object, str]]:
         top = name.split(".")[0]
         if module is None or top in _SNAPSHOT_SKIP or not (name == "builtins" or top in modules):
             continue
+        take(sys.modules, name, module, f"sys.modules[{name!r}]")  # a module of its own in its place
         for key, value in list(vars(module).items()):
             if key == "_" or (key.startswith("__") and key not in ("__import__", "__build_class__")):
                 continue

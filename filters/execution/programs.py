@@ -41,6 +41,8 @@ _HARNESS = "from __future__ import annotations\n" + "\n".join(
         "harness_fixtures.py",
         "harness_xunit.py",
         "harness_honest.py",
+        "harness_numbers.py",
+        "harness_guard.py",
         "harness.py",
     )
 )
