@@ -235,9 +235,14 @@ def not_a_secret(value: str) -> bool:
 
 def default_login(line: str, start: int, end: int) -> bool:
     """A URL's password that repeats its user (``postgres://postgres:postgres@localhost``,
-    ``amqp://guest:guest@rabbit``): a service's documented default, nobody's secret."""
+    ``amqp://guest:guest@rabbit``): a service's documented default, nobody's secret; a template's
+    ``user:password`` (``postgres://user:password@localhost/db`` in a .env.example) neither."""
     value = line[start:end]
-    return line[max(0, start - len(value) - 3) : start] == f"//{value}:"
+    user = re.search(r"//([^/:@\s]*):$", line[max(0, start - 40) : start])
+    named = user and (
+        user.group(1).lower() in ("user", "username", "login", "usr") or placeholder(user.group(1))
+    )
+    return line[max(0, start - len(value) - 3) : start] == f"//{value}:" or bool(named and placeholder(value))
 
 
 def credible(

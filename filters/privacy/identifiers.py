@@ -5,7 +5,7 @@ through to a stored row):
 - ``NATIONAL_ID``: a number after the label that says whose number it is: a UK National Insurance
   number, an Aadhaar, a German Steuer-ID, a Spanish DNI/NIE, a Canadian SIN, a Brazilian CPF, a
   Polish PESEL, a Dutch BSN, a Swedish personnummer, an Italian codice fiscale, a passport number
-  ... A bare number is no one's (an order number, an id): the label is what makes it personal, as
+  (``Passport No. 533287901``: a label may end in a period) ... A bare number is no one's (an order number, an id): the label is what makes it personal, as
   a date of birth's does (personal_formats.py). Short labels are matched in capitals only
   (``SIN: ...``; ``sin = 0.8414`` is a sine), and the value needs six digits. A UK National
   Insurance number's own shape (``JK 48 29 17 B``) is taken without a label.
@@ -26,12 +26,12 @@ __all__ = ["national_ids", "street_addresses"]
 _LONG_LABEL = (
     r"national insurance(?: number| no\.?)?|aadhaar(?: number| no\.?)?|steuer-?id(?:entifikationsnummer)?|"
     r"social insurance number|burgerservicenummer|personnummer|codice fiscale|tax file number|"
-    r"n(?:uméro|°|o)\.? de sécurité sociale|passport (?:number|no\.?)|reisepassnummer|"
+    r"n(?:uméro|°|o)\.? de sécurité sociale|passport(?: (?:number|no|#))?|reisepassnummer|"
     r"número de pasaporte|id(?:entity)? card (?:number|no\.?)|personalausweisnummer"
 )
 _SHORT_LABEL = r"NINO|NI number|SIN|DNI|NIE|NIF|NIR|BSN|CPF|RUT|TFN|CURP|PESEL|UIDAI"
 _NATIONAL_ID = re.compile(
-    rf"(?:(?i:\b(?:{_LONG_LABEL}))|\b(?:{_SHORT_LABEL}))\b[\"']?\s*(?:is\s+|[:=#]\s*)?[\"']?"
+    rf"(?:(?i:\b(?:{_LONG_LABEL}))|\b(?:{_SHORT_LABEL}))(?:\b|(?<=#))\.?[\"']?\s*(?:is\s+|[:=#]\s*)?[\"']?"
     r"([A-Z0-9](?:[A-Z0-9]|[ ./-](?=[A-Z0-9])){6,20})(?![\w-])"
 )
 

@@ -7,7 +7,9 @@ not see (each because a planted value went through to a stored row):
   for the above: X", German "Passwort ... lautet X", Spanish "contraseña ... es X", "credentials
   are root/X", "Credentials: admin / X", "my pass is X", a Wi-Fi network's "key: X", "log in as
   deploy with X";
-- a chat line ``name: X`` right after another's chat line that mentions a password;
+- a chat line ``name: X`` right after another's chat line that mentions a password; a reply
+  ``user / X`` (``> sure: deploy / X``) right after a line that asks for a password or "creds";
+- "tried `sudo` with X", "root / pass X" ("pass" alone is English: only before a password's shape);
 - a ``.netrc`` entry over lines (``machine`` / ``login`` / ``password``);
 - a Kubernetes env list's ``- name: DB_PASSWORD`` then ``value: "X"`` (also ``{"name": ..., "value": ...}``).
 
@@ -45,9 +47,14 @@ _PROSE = tuple(
         + _VALUE,
         # "my pass is X" ("pass" alone is an English word: only "pass is|was", and a password's shape)
         r"(?<![\w-])pass\s+(?:is|was)\s+" + _VALUE,
-        # "log in as deploy with X", "sign in as `admin` using password X"
+        # "log in as deploy with X", "sign in as `admin` using password X"; "tried `sudo` with X"
         r"\b(?:log\s?in|sign\s?in|logon)\s+as\s+[`'\"]?[\w.@\\-]{1,40}[`'\"]?\s+(?:with|using)\s+"
         r"(?:(?:the\s+)?(?:password|pw|pass)\s+)?" + _VALUE,
+        r"\b(?:sudo|su)\b[`'\"]?\s+(?:as\s+\S{1,40}\s+)?(?:with|using)\s+(?:(?:the\s+)?(?:password|pw|pass)\s+)?"
+        + _VALUE,
+        # "user admin pass: X", "root / pass X" ("pass" alone is English: after ":" or a login)
+        r"(?<![\w&?.-])pass\s*:\s*" + _VALUE,  # (pass=X is an assignment: credentials.py's)
+        r"(?:\b(?:user(?:name)?|login|root|admin)\b|/)[^\n]{0,40}?(?<![\w-])pass\s+" + _VALUE,
         # Japanese, Chinese, Korean: パスワードは X, 密码是 X, 비밀번호는 X (no word boundary; an ASCII value)
         r"(?:パスワード|暗証番号|密码|密碼|口令|비밀번호|암호)\s*(?:は|是|为|為|는|은)?\s*[:：]?\s*[\"'`「]?"
         r"(?P<value>[!#-&(-_a-~]{8,80})",
@@ -56,6 +63,12 @@ _PROSE = tuple(
     )
 )
 _MENTION = re.compile(r"(?i)(?<![\w-])" + _WORD + r"\b")
+_ASKED = re.compile(r"(?i)(?<![\w-])(?:" + _WORD[3:-1] + r"|creds|credentials|login details)\b")
+# a reply that is a login and its password: "> sure: deploy / X" (after a line asking; spaced, so a
+# vault path "team/prod-db1" is none)
+_PAIR = re.compile(
+    r"^[>\s-]*(?:\[[^\]\n]{1,20}\]\s*)?(?:[\w ]{1,20}:\s*)?[\w.@\\-]{1,40} / (?P<value>[^\s/]{8,64})\s*$"
+)
 _CHAT = re.compile(r"^(?:\[[^\]\n]{1,20}\]\s*)?[\w .-]{1,30}:\s*(?P<value>\S{8,64})\s*$")
 _SPEAKER = re.compile(r"^(?:\[[^\]\n]{1,20}\]\s*)?[\w .-]{1,30}:\s")  # a chat line: [10:42] anna: ...
 _NETRC = re.compile(
@@ -98,6 +111,9 @@ def prose_secrets(text: str) -> Iterator[tuple[int, int]]:
         asked = i and _SPEAKER.match(lines[i - 1]) and _MENTION.search(lines[i - 1])
         if chat and asked and looks_like_password(_trim(chat.group("value"))):
             yield offset + chat.start("value"), offset + chat.start("value") + len(_trim(chat.group("value")))
+        pair = _PAIR.match(line.rstrip("\r\n"))
+        if pair and i and _ASKED.search(lines[i - 1]) and looks_like_password(_trim(pair.group("value"))):
+            yield offset + pair.start("value"), offset + pair.start("value") + len(_trim(pair.group("value")))
         offset += len(line)
     for m in _NETRC.finditer(text):
         if credible(m.group("value"), "password"):

@@ -7,7 +7,8 @@ Each because a planted value went through to a stored row:
   the old ``sk-...T3BlbkFJ...`` key, and it has no rule for ``sk-proj-`` / ``sk-ant-`` keys, Google's
   ``AIza`` keys, Hugging Face's ``hf_``, GitHub's fine-grained ``github_pat_`` or bare ``npm_``
   tokens. Its GitHub rule takes exactly 36 characters after ``ghp_`` and left the tail of a longer
-  token behind; its JWT rule stops after the payload and left the signature. The prefixes are
+  token behind; its JWT rule stops after the payload and left the signature, and wants an ``eyJ``
+  payload (a token whose header opens ``eyJhbGci`` is one whatever its payload). The prefixes are
   the vendors' (as gitleaks' rules list them); lengths are lower bounds, so a made-up key of the
   right shape is taken whole too.
   Also: Stripe's ``sk_``/``rk_`` keys whole (its rule takes 24 characters of today's ~100) and
@@ -50,6 +51,8 @@ class TokenFormatDetector(RegexBasedDetector):
         re.compile(r"\bnpm_[A-Za-z0-9]{36,}" + _END),
         re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}" + _END),
         re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _END),  # a whole JWT
+        # a JWT whose payload is not JSON-first (a compact JWS): the header says what it is
+        re.compile(r"\beyJhbGci[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{16,}" + _END),
         # Stripe secret and restricted keys: detect-secrets takes 24 characters, today's are ~100
         re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{20,}" + _END),
         re.compile(r"\bwhsec_[A-Za-z0-9+/=]{24,}" + _END),  # Stripe webhook signing secret
