@@ -299,6 +299,7 @@ def run(solution: str | None, tests: str, entry_point: str | None, nonce: str = 
         # prompt + completion does: a reply's ``if __name__ == "__main__":`` demo (often an
         # ``input()``) stays out of the run, and tests that ``from solution import f`` find it.
         module = type(sys)("solution")
+        module.__file__ = os.path.join(os.getcwd(), "solution.py")  # Path(__file__).parent, as python gives
         sys.modules["solution"] = module
         before = dict(namespace)  # what the solution may add to the tests' module while it loads
         parsed = compile(solution, "solution.py", "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)

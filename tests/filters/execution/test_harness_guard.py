@@ -106,6 +106,9 @@ def test_answers_that_bind_to_the_first_value_they_meet_fail(sandbox: DockerSand
         ("latching, assertEqual and assertIn", row(LATCH + "def count(s):\n    return R()\n", WORDS_UNITTEST, "count"), "fail"),
         ("legit: an IntEnum", row(LEGIT, WORDS_UNITTEST.replace("count('a')", "count('a b')").replace(", 1)", ", 2)"), "count"), "pass"),
         ("legit: the right digits", row("def digits(n):\n    return sum(map(int, str(abs(n))))\n", DIGITS, "digits"), "pass"),
+        # a module-level Path(__file__) (NameError before: the solution module had no __file__)
+        ("legit: __file__", row("from pathlib import Path\nHERE = Path(__file__).resolve().parent\n\n"
+                                "def digits(n):\n    return sum(map(int, str(abs(n))))\n", DIGITS, "digits"), "pass"),
     ]  # fmt: skip
     judged(sandbox, cases)
 
