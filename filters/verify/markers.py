@@ -60,11 +60,18 @@ _CLOSER = re.compile(
     r"|happy\s+to|glad\s+to|feel\s+free|good\s+luck|best\s+of\s+luck|have\s+a\s+(?:great|nice|good)|if\s+you\s+"
     r"(?:have|need|want)|any\s+(?:other\s+|more\s+|further\s+)?questions|cheers|enjoy|that'?s\s+(?:it|all)"
     r"|try\s+the\b|(?:a\s+)?(?:nice|fun|good|great)\s+(?:warm-?up|exercise|problem|one)"
-    r"|to\s+(?:summari[sz]e|recap)\s+(?:the\s+)?(?:problem|question)|we\s+were\s+given\b"
-    r"|(?:as\s+a\s+)?(?:quick\s+)?(?:sense[- ]|sanity[- ]|double[- ])?check(?:ing)?\b|to\s+(?:check|verify|double-check)\b)"
+    r"|to\s+(?:summari[sz]e|recap)\s+(?:the\s+)?(?:problem|question)|we\s+were\s+given\b)"
     r"|\bfollow-?ups?\b[^.!?\n]*\bwelcome\b",
     re.I,
 )
+# a closing check: "As a quick sense check, 3 h = 180 min." (not one that concludes: "Checking: 5 +
+# 13 = 18, so the answer is 18.")
+_CHECK = re.compile(
+    r"^[\W_]*(?:as\s+a\s+)?(?:quick\s+)?(?:sense[- ]|sanity[- ]|double[- ])?check(?:ing)?\b"
+    r"|^[\W_]*to\s+(?:check|verify|double-check)\b",
+    re.I,
+)
+_CONCLUDING = re.compile(r"\b(?:so|therefore|thus|hence|answer)\b", re.I)
 # an equation's result: "= 18", "= $1,200"
 RESULT = re.compile(rf"=\s*(?:\\?\$|€|£|¥)?\s*({NUM})(?![\d.]\d)")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -81,7 +88,10 @@ def without_closing(text: str) -> str:
             end = start
             continue
         # "Overall, a nice warm-up; try ...": a closer may open after a comma or a dash
-        if not any(_CLOSER.search(part) for part in re.split(r"[,;:\u2014\u2013-]\s+", sentence)[:2]):
+        check = _CHECK.search(sentence) and not _CONCLUDING.search(sentence)
+        if not check and not any(
+            _CLOSER.search(part) for part in re.split(r"[,;:\u2014\u2013-]\s+", sentence)[:2]
+        ):
             break
         end = start
     return text[:end] if text[:end].strip() else text

@@ -381,6 +381,9 @@ SIXTH = [
     ("so the answer is $1,250. yeah the answer is $1,250!! hope this helps :)", "q", "1250"),
     ("```\ns2 = 6 / 15   # -> 0.4\nanswer = s2\n```\n\nSo the program gives 0.4.", "q", "0.4"),
     ("So the time is 225 minutes.\n\nAs a quick sense check, 3 h = 180 min.", "q", "225"),
+    # a check that concludes is the answer, not a closing check
+    ("She has 5 and gets 13 more.\nChecking: 5 + 13 = 18, so the answer is 18.", "She has 5, gets 13.", "18"),
+    ("She has 5 and gets 13 more. To verify, 5 + 13 = 18, so she has 18.", "She has 5, gets 13.", "18"),
     ("The point is (2,3).", "q", "(2,3)"),
     # an eighth: a percent answer the working reached as a share
     ("The increase is $12 on $40: 12/40 = 3/10.\n\nThe answer is 30%.", "A $40 price goes up $12.", "30"),
