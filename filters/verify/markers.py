@@ -53,22 +53,21 @@ _CONCLUSION = re.compile(
 )
 
 # a pleasantry that ends a reply: "Hope this helps!", "Let me know if you have questions (1-2
-# follow-ups welcome).", "So that's it - happy to go over the 2 steps again!", a recap of what the
-# question gave ("To summarize the problem: we were given $2,400, 5% ..."): its numbers are no answer
+# follow-ups welcome).", "So that's it - happy to go over the 2 steps again!": its numbers are no answer
 _CLOSER = re.compile(
     r"^[\W_]*(?:(?:so|well|and|ok(?:ay)?)[\s,]+)?(?:(?:i'?m|i\s+am|we'?re|we\s+are|always)\s+)?(?:let\s+me\s+know|(?:i\s+)?hope\s+(?:this|that|it|you)|thanks|thank\s+you"
     r"|happy\s+to|glad\s+to|feel\s+free|good\s+luck|best\s+of\s+luck|have\s+a\s+(?:great|nice|good)|if\s+you\s+"
     r"(?:have|need|want)|any\s+(?:other\s+|more\s+|further\s+)?questions|cheers|enjoy|that'?s\s+(?:it|all)"
-    r"|try\s+the\b|(?:a\s+)?(?:nice|fun|good|great)\s+(?:warm-?up|exercise|problem|one)"
-    r"|to\s+(?:summari[sz]e|recap)\s+(?:the\s+)?(?:problem|question)|we\s+were\s+given\b)"
+    r"|try\s+the\b|(?:a\s+)?(?:nice|fun|good|great)\s+(?:warm-?up|exercise|problem|one))"
     r"|\bfollow-?ups?\b[^.!?\n]*\bwelcome\b",
     re.I,
 )
-# a closing check: "As a quick sense check, 3 h = 180 min." (not one that concludes: "Checking: 5 +
-# 13 = 18, so the answer is 18.")
+# a closing check or recap: "As a quick sense check, 3 h = 180 min.", "To summarize the problem: we
+# were given $2,400, 5% ..." (not one that concludes: "Checking: 5 + 13 = 18, so the answer is 18.")
 _CHECK = re.compile(
     r"^[\W_]*(?:as\s+a\s+)?(?:quick\s+)?(?:sense[- ]|sanity[- ]|double[- ])?check(?:ing)?\b"
-    r"|^[\W_]*to\s+(?:check|verify|double-check)\b",
+    r"|^[\W_]*to\s+(?:check|verify|double-check)\b"
+    r"|^[\W_]*(?:to\s+(?:summari[sz]e|recap)\s+(?:the\s+)?(?:problem|question)|we\s+were\s+given\b)",
     re.I,
 )
 _CONCLUDING = re.compile(r"\b(?:so|therefore|thus|hence|answer)\b", re.I)

@@ -384,6 +384,7 @@ SIXTH = [
     # a check that concludes is the answer, not a closing check
     ("She has 5 and gets 13 more.\nChecking: 5 + 13 = 18, so the answer is 18.", "She has 5, gets 13.", "18"),
     ("She has 5 and gets 13 more. To verify, 5 + 13 = 18, so she has 18.", "She has 5, gets 13.", "18"),
+    ("She ate 2.\nWe were given 20 apples and ate 2, so 18 remain.", "20 apples, 2 eaten.", "18"),
     ("The point is (2,3).", "q", "(2,3)"),
     # an eighth: a percent answer the working reached as a share
     ("The increase is $12 on $40: 12/40 = 3/10.\n\nThe answer is 30%.", "A $40 price goes up $12.", "30"),
