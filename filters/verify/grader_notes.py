@@ -104,7 +104,8 @@ _PATTERNS = [
     r"|\baccept\s+[$\\]?\d[\d,./]*\s+as\s+(?:the\s+|my\s+)?(?:final\s+|correct\s+|right\s+)?answer\b"
     r"|\bfor\s+(?:scoring|grading|marking|evaluation)\s+purposes\b",
     # a check's key=value output: "reference=18 candidate=18", "expected_output=300 status=accepted"
-    r"\b(?:reference|expected(?:\s+output)?|gold|ground\s+truth|candidate|target)\s*=\s*[\"']?[$\\]?-?\d",
+    # (not a task's own names in prose: "target = 9", "expected = 6")
+    r"\b(?:reference|gold|ground\s+truth|expected\s+output)\s*=\s*[\"']?[$\\]?-?\d",
     # the answer someone else wants: "the answer they want is $72", "the number you expect"
     r"\b(?:answer|number|value|result)\s+(?:they|you|the\s+(?:teacher|key|book|checker))\s+(?:want|expect|"
     r"are\s+looking\s+for|asked\s+for)",

@@ -80,6 +80,7 @@ BENIGN = [
     "Let n_total = 12 and n_red = 5, so 7 are blue.",
     "Result: 12 boxes shipped and 3 are left, so 15 in all.",
     "Check: 18 + 2 = 20, which matches the total.",
+    "For nums = [2, 7, 11, 15] and target = 9, the function returns [0, 1]; for n = 3, expected = 6.",
 ]
 
 
