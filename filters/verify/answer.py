@@ -52,7 +52,7 @@ from ptfactory.filters.verify.extract import extract, normalize_answer
 from ptfactory.filters.verify.grader_notes import grader_note
 from ptfactory.filters.verify.markers import after_thinking
 from ptfactory.filters.verify.mathcheck import Comparison, MathVerifyPool
-from ptfactory.filters.verify.spans import number_value, plain_numbers
+from ptfactory.filters.verify.spans import latex_fractions, number_value, plain_numbers
 from ptfactory.filters.verify.units import reference_unit, reply_unit
 
 __all__ = ["AnswerVerifier"]
@@ -101,12 +101,8 @@ def _all_wrong(reference: str, response: str, expected: str, cut: bool) -> list[
     ``max_tokens`` (it never reached its answer) nor against a reference with a unit (the reply
     may state it in another: "2 h 25 min" for 145 minutes)."""
     want = number_value(expected)
-    # "\\frac{7}{8}" is 7/8 here: every number the reply states, in any of its forms
-    text = re.sub(
-        r"\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}",
-        r" \1/\2 ",
-        plain_numbers(after_thinking(response)),
-    )
+    # every number the reply states, in any of its forms ("\\frac{7}{8}" is 7/8 here)
+    text = latex_fractions(plain_numbers(after_thinking(response)))
     values = stated_values(text)
     if cut or want is None or not values or reference_unit(reference) is not None:
         return []

@@ -25,6 +25,7 @@ __all__ = [
     "all_boxes",
     "balanced",
     "last_math",
+    "latex_fractions",
     "normalize_answer",
     "number_value",
     "plain_numbers",
@@ -316,3 +317,11 @@ def plain_numbers(text: str) -> str:
     a point ("7,5" is 7.5, "1.250,50" 1250.50)."""
     text = _LATEX_GROUP.sub(",", text)
     return _DECIMAL_COMMA.sub(lambda m: re.sub(r"[.]", "", m.group(1)) + "." + m.group(2), text)
+
+
+_LATEX_FRACTION = re.compile(r"\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}")
+
+
+def latex_fractions(text: str) -> str:
+    """``text`` with LaTeX's fractions of two integers written as numbers: "\\frac{7}{8}" is " 7/8 "."""
+    return _LATEX_FRACTION.sub(r" \1/\2 ", text)

@@ -4,44 +4,12 @@
 from __future__ import annotations
 
 import ast
-import random
 import string
-import zlib
 
 import pytest
 
 from ptfactory.filters.privacy import redact_text
-
-ALNUM = string.ascii_letters + string.digits
-
-
-def _rng(name: str) -> random.Random:
-    return random.Random(zlib.crc32(name.encode()))
-
-
-def _s(r: random.Random, n: int, alphabet: str = ALNUM) -> str:
-    while True:
-        value = "".join(r.choice(alphabet) for _ in range(n))
-        if any(c.isdigit() for c in value) and any(c.isalpha() for c in value):
-            return value
-
-
-def _password(r: random.Random) -> str:
-    body = _s(r, 11)
-    return body[:4] + r.choice("!#%&*+?") + str(r.randint(10, 99)) + body[4:]
-
-
-def _gone(text: str, *values: str) -> str:
-    out, counts = redact_text(text)
-    assert counts, text
-    for value in values:
-        assert value not in out, out
-    return out
-
-
-def _kept(text: str) -> None:
-    assert redact_text(text) == (text, {})
-
+from tests.filters.privacy.planted import ALNUM, a_password, drawn, gone, kept, rng
 
 # --- secrets -------------------------------------------------------------------------------------
 
@@ -56,9 +24,9 @@ def _kept(text: str) -> None:
     ],
 )
 def test_aws_secret_right_after_its_key_id_without_a_name(layout: str) -> None:
-    r = _rng(layout)
-    key, secret = "AKIA" + _s(r, 16, string.ascii_uppercase + string.digits), _s(r, 40, ALNUM + "+/")
-    _gone(layout.format(k=key, s=secret), key, secret)
+    r = rng(layout)
+    key, secret = "AKIA" + drawn(r, 16, string.ascii_uppercase + string.digits), drawn(r, 40, ALNUM + "+/")
+    gone(layout.format(k=key, s=secret), key, secret)
 
 
 HEX = "0123456789abcdef"
@@ -76,14 +44,14 @@ HEX = "0123456789abcdef"
     ],
 )
 def test_vendor_token_prefixes(prefix: str, length: int, alphabet: str, suffix: str) -> None:
-    token = prefix + _s(_rng(prefix), length, alphabet) + suffix
-    _gone(f"echo {token} | docker login -u bot --password-stdin", token)
-    _gone(f"Paste `{token}` into the CI settings.", token)
+    token = prefix + drawn(rng(prefix), length, alphabet) + suffix
+    gone(f"echo {token} | docker login -u bot --password-stdin", token)
+    gone(f"Paste `{token}` into the CI settings.", token)
 
 
 def test_a_secret_in_markdown_inline_code() -> None:
-    secret = _s(_rng("backtick"), 40, ALNUM + "/+")
-    _gone(f"Your credentials file has the secret `{secret}` on the wrong profile.", secret)
+    secret = drawn(rng("backtick"), 40, ALNUM + "/+")
+    gone(f"Your credentials file has the secret `{secret}` on the wrong profile.", secret)
 
 
 @pytest.mark.parametrize(
@@ -98,8 +66,8 @@ def test_a_secret_in_markdown_inline_code() -> None:
     ],
 )
 def test_a_password_piped_to_sudo_or_passed_to_a_connect_call(code: str) -> None:
-    password = _password(_rng(code))
-    _gone(code.format(p=password), password)
+    password = a_password(rng(code), 11)
+    gone(code.format(p=password), password)
 
 
 @pytest.mark.parametrize(
@@ -118,8 +86,8 @@ def test_a_password_piped_to_sudo_or_passed_to_a_connect_call(code: str) -> None
     ],
 )
 def test_a_password_in_prose_in_more_languages(sentence: str) -> None:
-    password = _password(_rng(sentence))
-    out = _gone(sentence.format(p=password), password)
+    password = a_password(rng(sentence), 11)
+    out = gone(sentence.format(p=password), password)
     assert out.replace("<CREDENTIAL>", "{p}") == sentence
 
 
@@ -138,13 +106,13 @@ def test_a_password_in_prose_in_more_languages(sentence: str) -> None:
     ],
 )
 def test_templates_defaults_and_mentions_stay(text: str) -> None:
-    _kept(text)
+    kept(text)
 
 
 def test_a_key_cut_before_its_footer_takes_its_lines_not_the_prose_after() -> None:
-    body = "\n".join(_s(_rng(f"pem{i}"), 64, ALNUM + "+/") for i in range(4))
+    body = "\n".join(drawn(rng(f"pem{i}"), 64, ALNUM + "+/") for i in range(4))
     text = f"Mine begins like this:\n-----BEGIN RSA PRIVATE KEY-----\n{body}\n\nWhat is wrong with it?"
-    out = _gone(text, body.split("\n")[1])
+    out = gone(text, body.split("\n")[1])
     assert out.endswith("\n\nWhat is wrong with it?")
 
 
@@ -160,7 +128,7 @@ def test_a_key_cut_before_its_footer_takes_its_lines_not_the_prose_after() -> No
     ],
 )
 def test_a_nine_digit_national_phone_number_after_its_label(text: str, number: str) -> None:
-    _gone(text, number)
+    gone(text, number)
 
 
 @pytest.mark.parametrize(
@@ -173,15 +141,15 @@ def test_a_nine_digit_national_phone_number_after_its_label(text: str, number: s
     ],
 )
 def test_counts_seeds_and_decimals_are_no_phone_numbers(text: str) -> None:
-    _kept(text)
+    kept(text)
     if "import" in text or "np." in text:
         ast.parse(redact_text(text)[0])
 
 
 def test_an_ssn_under_its_csv_column() -> None:
-    out = _gone("name,ssn,dept\nGrace Liu,403829176,finance\n", "403829176")
+    out = gone("name,ssn,dept\nGrace Liu,403829176,finance\n", "403829176")
     assert out == "name,ssn,dept\nGrace Liu,<US_SSN>,finance\n"
-    _gone("name\tSSN\nOmar Haddad\t219-09-9999\n", "219-09-9999")
+    gone("name\tSSN\nOmar Haddad\t219-09-9999\n", "219-09-9999")
 
 
 @pytest.mark.parametrize(
@@ -198,7 +166,7 @@ def test_an_ssn_under_its_csv_column() -> None:
     ],
 )
 def test_a_national_id_after_its_label(text: str, number: str) -> None:
-    out = _gone(text, number)
+    out = gone(text, number)
     assert "<NATIONAL_ID>" in out or "<PHONE_NUMBER>" in out or "<US_SSN>" in out
 
 
@@ -214,7 +182,7 @@ def test_a_national_id_after_its_label(text: str, number: str) -> None:
     ],
 )
 def test_a_street_address_where_an_address_stands(text: str, street: str) -> None:
-    assert "<STREET_ADDRESS>" in _gone(text, street)
+    assert "<STREET_ADDRESS>" in gone(text, street)
 
 
 @pytest.mark.parametrize(
@@ -231,4 +199,4 @@ def test_a_street_address_where_an_address_stands(text: str, street: str) -> Non
     ],
 )
 def test_street_names_and_id_descriptions_stay(text: str) -> None:
-    _kept(text)
+    kept(text)

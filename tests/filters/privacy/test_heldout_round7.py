@@ -3,44 +3,11 @@
 
 from __future__ import annotations
 
-import random
-import string
-import zlib
-
 import pytest
 
-from ptfactory.filters.privacy import redact_text
+from tests.filters.privacy.planted import ALNUM, a_password, drawn, gone, kept, rng
 
-ALNUM = string.ascii_letters + string.digits
 URL64 = ALNUM + "-_"
-
-
-def _rng(name: str) -> random.Random:
-    return random.Random(zlib.crc32(name.encode()))
-
-
-def _s(r: random.Random, n: int, alphabet: str = ALNUM) -> str:
-    while True:
-        value = "".join(r.choice(alphabet) for _ in range(n))
-        if any(c.isdigit() for c in value) and any(c.isalpha() for c in value):
-            return value
-
-
-def _password(r: random.Random) -> str:
-    body = _s(r, 10)
-    return body[:4] + r.choice("!#%&*+?") + str(r.randint(10, 99)) + body[4:]
-
-
-def _gone(text: str, *values: str) -> str:
-    out, counts = redact_text(text)
-    assert counts, text
-    for value in values:
-        assert value not in out, out
-    return out
-
-
-def _kept(text: str) -> None:
-    assert redact_text(text) == (text, {})
 
 
 # --- secrets -------------------------------------------------------------------------------------
@@ -56,9 +23,9 @@ def _kept(text: str) -> None:
     ],
 )
 def test_a_jwt_whose_payload_is_not_json_first(layout: str) -> None:
-    r = _rng(layout)
-    token = f"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.{_s(r, 90, URL64)}.{_s(r, 43, URL64)}"
-    _gone(layout.format(t=token), token)
+    r = rng(layout)
+    token = f"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.{drawn(r, 90, URL64)}.{drawn(r, 43, URL64)}"
+    gone(layout.format(t=token), token)
 
 
 @pytest.mark.parametrize(
@@ -71,8 +38,8 @@ def test_a_jwt_whose_payload_is_not_json_first(layout: str) -> None:
     ],
 )
 def test_a_password_after_sudo_pass_or_in_a_reply_to_a_question(layout: str) -> None:
-    p = _password(_rng(layout))
-    _gone(layout.format(p=p), p)
+    p = a_password(rng(layout), 10)
+    gone(layout.format(p=p), p)
 
 
 @pytest.mark.parametrize(
@@ -85,7 +52,7 @@ def test_a_password_after_sudo_pass_or_in_a_reply_to_a_question(layout: str) -> 
     ],
 )
 def test_pass_as_a_word_and_paths_stay(text: str) -> None:
-    _kept(text)
+    kept(text)
 
 
 # --- personal data -------------------------------------------------------------------------------
@@ -96,8 +63,8 @@ def test_pass_as_a_word_and_paths_stay(text: str) -> None:
     ["Passport No. {n} (USA), exp 2031", "passport: {n}", "Passport # {n}"],
 )
 def test_a_passport_number_after_its_label(layout: str) -> None:
-    number = str(_rng(layout).randint(100_000_000, 999_999_999))
-    _gone(layout.format(n=number), number)
+    number = str(rng(layout).randint(100_000_000, 999_999_999))
+    gone(layout.format(n=number), number)
 
 
 @pytest.mark.parametrize(
@@ -109,11 +76,11 @@ def test_a_passport_number_after_its_label(layout: str) -> None:
     ],
 )
 def test_public_dns_resolvers_stay(text: str) -> None:
-    _kept(text)
+    kept(text)
 
 
 def test_a_public_address_beside_a_resolver_still_goes() -> None:
-    out = _gone("client 185.199.45.12 resolved via 8.8.8.8", "185.199.45.12")
+    out = gone("client 185.199.45.12 resolved via 8.8.8.8", "185.199.45.12")
     assert "8.8.8.8" in out
 
 
@@ -126,9 +93,9 @@ def test_a_public_address_beside_a_resolver_still_goes() -> None:
     ],
 )
 def test_a_template_url_login_stays(text: str) -> None:
-    _kept(text)
+    kept(text)
 
 
 def test_a_url_password_under_a_template_user_still_goes() -> None:
-    p = _password(_rng("template-user"))
-    _gone(f"postgres://user:{p}@db.internal:5432/app", p)
+    p = a_password(rng("template-user"), 10)
+    gone(f"postgres://user:{p}@db.internal:5432/app", p)

@@ -6,10 +6,27 @@ from __future__ import annotations
 
 import pytest
 
-from ptfactory.filters.verify import AnswerVerifier, reference_record
+from ptfactory.filters.verify import AnswerVerifier, Verdict, reference_record
 from ptfactory.filters.verify.conclusion import two_conclusions
 from ptfactory.filters.verify.extract import extract, extract_answer
 from ptfactory.filters.verify.mathcheck import MathVerifyPool
+
+
+def _answer(reply: str, question: str | None = None) -> str | None:
+    """What the extractor reads from ``reply`` to ``question`` (None: no answer)."""
+    found = extract(reply, question=question)
+    return found.answer if found else None
+
+
+def _verified(reply: str, gold: str, question: str = "How many?", *, cut: bool = False) -> Verdict:
+    """The answer verifier's verdict on ``reply`` against the reference ``gold``."""
+    row = {
+        "messages": [{"role": "user", "content": question}, {"role": "assistant", "content": reply}],
+        "reference": reference_record(answer=gold, source="answer"),
+        "provenance": {"finish_reason": "length" if cut else "stop"},
+    }
+    return AnswerVerifier(MathVerifyPool(workers=0)).verify(row)
+
 
 # a wrong unmarked reply, then a line the grader-note patterns do not know that names the reference
 TWO_ANSWERS = [
@@ -115,16 +132,8 @@ def test_signed_amounts_grouped_thousands_restated_results_and_revisions(reply: 
 
 
 def test_the_answer_verifier_sends_two_conclusions_to_review_not_a_pass() -> None:
-    verifier = AnswerVerifier(MathVerifyPool(workers=0))
-    row = {
-        "messages": [
-            {"role": "user", "content": "How many?"},
-            {"role": "assistant", "content": TWO_ANSWERS[0]},
-        ],
-        "reference": reference_record(answer="#### 18", source="answer"),
-    }
-    result = verifier.verify(row)
-    assert result is not None and (result.verdict, result.reason) == ("no_answer", "no_answer")
+    result = _verified(TWO_ANSWERS[0], "#### 18")
+    assert (result.verdict, result.reason) == ("no_answer", "no_answer")
     assert not result.final
 
 
@@ -145,20 +154,12 @@ GIVEN = [
 
 @pytest.mark.parametrize(("reply", "question", "answer"), GIVEN)
 def test_numbers_the_question_gives_do_not_end_the_answer(reply: str, question: str, answer: str) -> None:
-    found = extract(reply, question=question)
-    assert found is not None and found.answer == answer
+    assert _answer(reply, question) == answer
 
 
 def test_the_answer_verifier_reads_the_reply_with_its_question() -> None:
-    verifier = AnswerVerifier(MathVerifyPool(workers=0))
-    row = {
-        "messages": [
-            {"role": "user", "content": "Tom runs 5 km a day for 21 days. How far does he run?"},
-            {"role": "assistant", "content": "He runs 105 km in total (5 km a day for 21 days)."},
-        ],
-        "reference": reference_record(answer="105", source="answer"),
-    }
-    result = verifier.verify(row)
+    question = "Tom runs 5 km a day for 21 days. How far does he run?"
+    result = _verified("He runs 105 km in total (5 km a day for 21 days).", "105", question)
     assert (result.verdict, result.evidence["extracted"]) == ("pass", "105")
 
 
@@ -192,12 +193,7 @@ def test_a_minus_before_a_currency_sign_is_a_sign_only_where_nothing_is_subtract
     ],
 )
 def test_a_percent_against_a_share_and_thousands_as_k(reply: str, gold: str, verdict: str) -> None:
-    verifier = AnswerVerifier(MathVerifyPool(workers=0))
-    row = {
-        "messages": [{"role": "user", "content": "How much?"}, {"role": "assistant", "content": reply}],
-        "reference": reference_record(answer=gold, source="answer"),
-    }
-    assert verifier.verify(row).verdict == verdict
+    assert _verified(reply, gold, "How much?").verdict == verdict
 
 
 def test_a_word_problem_about_an_auto_grader_is_no_note() -> None:
@@ -278,15 +274,14 @@ STILL_ONE = [
 
 @pytest.mark.parametrize(("reply", "question"), CONCLUDED_OTHERWISE)
 def test_a_second_answer_after_a_conclusion_is_no_answer(reply: str, question: str) -> None:
-    assert extract(reply, question=question) is None
+    assert _answer(reply, question) is None
 
 
 @pytest.mark.parametrize(("reply", "question", "answer"), STILL_ONE)
 def test_a_conclusion_the_marked_answer_reached_or_a_setup_is_one_answer(
     reply: str, question: str, answer: str
 ) -> None:
-    found = extract(reply, question=question)
-    assert found is not None and found.answer == answer
+    assert _answer(reply, question) == answer
 
 
 def test_a_worked_references_hash_line_is_its_answer_whatever_its_working_says() -> None:
@@ -312,13 +307,7 @@ def test_a_worked_references_hash_line_is_its_answer_whatever_its_working_says()
 def test_a_reply_without_one_answer_fails_when_none_of_its_numbers_is_the_reference(
     reply: str, gold: str, cut: bool, outcome: tuple[str, str]
 ) -> None:
-    verifier = AnswerVerifier(MathVerifyPool(workers=0))
-    row = {
-        "messages": [{"role": "user", "content": "How many?"}, {"role": "assistant", "content": reply}],
-        "reference": reference_record(answer=gold, source="answer"),
-        "provenance": {"finish_reason": "length" if cut else "stop"},
-    }
-    result = verifier.verify(row)
+    result = _verified(reply, gold, cut=cut)
     assert (result.verdict, result.reason) == outcome
     assert result.final == (outcome[0] == "fail")
     if outcome[0] == "fail":
@@ -339,8 +328,7 @@ def test_a_reply_without_one_answer_fails_when_none_of_its_numbers_is_the_refere
 def test_an_aside_in_brackets_after_the_last_number_leaves_two_readings(
     reply: str, question: str, answer: str | None
 ) -> None:
-    found = extract(reply, question=question)
-    assert (found.answer if found else None) == answer
+    assert _answer(reply, question) == answer
 
 
 # a sixth held-out set's shapes: (reply, question, answer or None)
@@ -396,8 +384,7 @@ SIXTH = [
 def test_unbacked_corrections_restated_results_and_span_ends(
     reply: str, question: str, answer: str | None
 ) -> None:
-    found = extract(reply, question=question)
-    assert (found.answer if found else None) == answer
+    assert _answer(reply, question) == answer
 
 
 @pytest.mark.parametrize("reply", ["```", "...", "— —\n\n😊", "```\n```", "[^1]: 7"])
